@@ -1,0 +1,3 @@
+from fuzz.cli import main
+
+main()

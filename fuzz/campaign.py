@@ -1,0 +1,252 @@
+"""A fuzzing campaign: Hypothesis draws programs, a worker runs them, oracles judge them.
+
+Hypothesis drives generation and shrinking (``strategies.programs``). A campaign keeps
+going after a finding: the first new signature seen becomes the *target*, Hypothesis
+shrinks toward the smallest program that still shows it, and once it is recorded the
+signature is *known* and stops failing, so each distinct bug is shrunk once.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+from hypothesis import HealthCheck, Verbosity, given, seed, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.errors import Flaky
+
+import oracles
+from fuzz import features as F
+from fuzz.execute import Worker
+from fuzz.reference import evaluate
+from fuzz.render import render
+from fuzz.typecheck import ProgramError, check_program
+from oracles.common import Finding
+from strategies.programs import programs
+
+ROUND = 100  # Hypothesis examples per round (a round ends early when a finding is shrunk)
+
+
+class _Found(Exception):
+    """Raised inside the Hypothesis test so that it shrinks the program."""
+
+
+def program_key(program: dict) -> str:
+    """A stable hash of a program (for caching and file names)."""
+    return hashlib.sha256(json.dumps(program, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def default_timeout(program: dict) -> float:
+    """Seconds a program may take before it counts as a hang: 30 s plus 15 s per call.
+
+    Generous on purpose: the first compile of a program on a loaded 2-core machine
+    can take several seconds, and a slow compile is not a hang.
+    """
+    return 30.0 + 15.0 * len(program["calls"])
+
+
+@dataclass
+class Record:
+    """A distinct finding: the smallest program seen for it and how often it was hit."""
+
+    finding: Finding
+    program: dict
+    source: str
+    count: int = 0
+    first_seconds: float = 0.0  # seconds into the campaign when first seen
+
+
+@dataclass
+class Stats:
+    programs: int = 0          # programs executed (shrinking included)
+    generated: int = 0         # programs drawn fresh (not shrink steps)
+    rejected: int = 0          # programs on which JAX raised (internal-error findings)
+    invalid: int = 0           # programs our own type checker or reference refused: generator bugs
+    worker_seconds: float = 0.0
+    reference_seconds: float = 0.0
+    features: Counter = field(default_factory=Counter)
+    depths: Counter = field(default_factory=Counter)
+
+
+class Campaign:
+    """One campaign against one worker.
+
+    ``seconds``: generation stops after this much wall time (shrinking of a finding in
+    progress may take up to ``shrink_seconds`` more); ``max_examples``: or after this
+    many programs; ``seed``: Hypothesis seed (None: random); ``python``: interpreter for
+    the worker; ``database``: Hypothesis example database directory (None: no database);
+    ``timeout``: per-program seconds before a hang (None: :func:`default_timeout`).
+    Raises fuzz.execute.WorkerError if the worker does not start.
+    """
+
+    def __init__(self, seconds: float = 600, max_examples: int | None = None, seed: int | None = None,
+                 python: str | None = None, database: str | None = None, timeout: float | None = None,
+                 shrink_seconds: float = 180, on_progress=None, worker: Worker | None = None):
+        self.seconds = seconds
+        self.max_examples = max_examples
+        self.seed = seed
+        self.timeout = timeout
+        self.shrink_seconds = shrink_seconds
+        self.on_progress = on_progress or (lambda c: None)
+        self.worker = worker or Worker(python=python)
+        self.caps = self.worker.caps
+        self.db = DirectoryBasedExampleDatabase(database) if database else None
+        self.stats = Stats()
+        self.records: dict = {}
+        self.known: set = set()
+        self.target: str | None = None
+        self.cache: dict = {}
+        self.start = 0.0
+        self.stopped = False
+
+    # ----------------------------------------------------------------- one program
+    def run_program(self, program: dict) -> list:
+        """Execute and judge one program; returns its findings (list of Finding)."""
+        self.stats.programs += 1
+        try:
+            check_program(program)
+            source = render(program, self.caps)
+        except (ProgramError, ValueError) as e:
+            self.stats.invalid += 1
+            return [Finding("generator", type(e).__name__, str(e))]
+        t0 = time.perf_counter()
+        outcome = self.worker.run(source, self.timeout or default_timeout(program))
+        self.stats.worker_seconds += time.perf_counter() - t0
+        reference = None
+        found = []
+        if outcome["status"] == "ok":
+            t0 = time.perf_counter()
+            try:
+                reference = evaluate(program)
+            except Exception as e:  # the reference refused a program the generator made: our bug
+                self.stats.invalid += 1
+                found.append(Finding("reference", type(e).__name__, str(e)))
+            self.stats.reference_seconds += time.perf_counter() - t0
+        found += oracles.judge(program, outcome, reference)
+        if any(f.oracle == "internal-error" for f in found):
+            self.stats.rejected += 1
+        for f in found:
+            if f.signature not in self.records:
+                self.records[f.signature] = Record(f, program, source, 0, time.monotonic() - self.start)
+            self.records[f.signature].count += 1
+        return found
+
+    # ----------------------------------------------------------------- hypothesis
+    def _test(self, program: dict) -> None:
+        now = time.monotonic()
+        key = program_key(program)
+        if self.target is None:
+            if self.done(now):
+                self.stopped = True
+                return
+            self.stats.generated += 1
+            feats, depth = F.features(program)
+            self.stats.features.update(feats)
+            self.stats.depths[depth] += 1
+        elif now > self.start + self.seconds + self.shrink_seconds and key not in self.cache:
+            return  # out of shrinking time: only replay what is known
+        if key not in self.cache:
+            self.cache[key] = self.run_program(program)
+            self.on_progress(self)
+        new = [f for f in self.cache[key] if f.signature not in self.known]
+        if new and self.target is None:
+            self.target = new[0].signature
+        hit = [f for f in new if f.signature == self.target]
+        if hit:
+            rec = self.records[self.target]
+            if len(json.dumps(program)) <= len(json.dumps(rec.program)):
+                rec.program, rec.finding = program, hit[0]
+                rec.source = render(program, self.caps)
+            raise _Found(self.target)
+
+    def done(self, now: float | None = None) -> bool:
+        now = time.monotonic() if now is None else now
+        if now > self.start + self.seconds:
+            return True
+        return self.max_examples is not None and self.stats.generated >= self.max_examples
+
+    def _round(self, index: int) -> None:
+        @settings(max_examples=ROUND, deadline=None, database=self.db, derandomize=False,
+                  suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet, report_multiple_bugs=False,
+                  print_blob=False)
+        @given(programs(self.caps))
+        def shardfuzz_campaign(program):
+            self._test(program)
+
+        if self.seed is not None:
+            shardfuzz_campaign = seed(self.seed * 7919 + index)(shardfuzz_campaign)
+        try:
+            shardfuzz_campaign()
+        except (_Found, Flaky):
+            pass
+        finally:
+            if self.target is not None:
+                self.known.add(self.target)
+                self.drop_calls(self.target)
+                self.target = None
+
+    def drop_calls(self, signature: str) -> None:
+        """Shrink further than Hypothesis can: drop calls (and the functions only they use) one at a time.
+
+        Hypothesis deletes the *last* calls easily but not earlier ones, which later calls
+        were drawn after; a call is dropped when the finding still shows without it.
+        """
+        rec = self.records[signature]
+        program = rec.program
+        k = len(program["calls"]) - 1
+        while k >= 0 and len(program["calls"]) > 1:
+            if time.monotonic() > self.start + self.seconds + self.shrink_seconds:
+                break
+            calls = program["calls"][:k] + program["calls"][k + 1:]
+            used = {c["function"] for c in calls}
+            candidate = {**program, "calls": calls,
+                         "functions": {n: f for n, f in program["functions"].items() if n in used}}
+            key = program_key(candidate)
+            if key not in self.cache:
+                self.cache[key] = self.run_program(candidate)
+                self.on_progress(self)
+            hit = [f for f in self.cache[key] if f.signature == signature]
+            if hit:
+                program = candidate
+                rec.program, rec.finding, rec.source = candidate, hit[0], render(candidate, self.caps)
+            k -= 1
+
+    def run(self) -> dict:
+        """Run until time or examples run out; returns the report (see :meth:`report`)."""
+        self.start = time.monotonic()
+        index = 0
+        try:
+            while not self.done() and not self.stopped:
+                self._round(index)
+                index += 1
+        finally:
+            self.elapsed = time.monotonic() - self.start
+        return self.report()
+
+    def report(self) -> dict:
+        """The JSON report: versions, counts, timings, features and distinct findings."""
+        s = self.stats
+        elapsed = getattr(self, "elapsed", time.monotonic() - self.start)
+        findings = []
+        for sig, rec in sorted(self.records.items(), key=lambda kv: kv[1].first_seconds):
+            findings.append({"signature": sig, "oracle": rec.finding.oracle, "kind": rec.finding.kind,
+                             "message": rec.finding.message, "details": rec.finding.details[-3000:],
+                             "call": rec.finding.call, "count": rec.count,
+                             "first_seconds": round(rec.first_seconds, 1),
+                             "program": rec.program, "source": rec.source})
+        return {
+            "jax_version": self.caps.get("jax_version"), "jaxlib_version": self.caps.get("jaxlib_version"),
+            "seed": self.seed, "seconds": round(elapsed, 1), "programs": s.programs, "generated": s.generated,
+            "rejected": s.rejected, "invalid": s.invalid,
+            "programs_per_second": round(s.programs / elapsed, 3) if elapsed else 0.0,
+            "worker_seconds": round(s.worker_seconds, 1), "reference_seconds": round(s.reference_seconds, 1),
+            "features": dict(sorted(s.features.items())),
+            "depth_histogram": {str(k): v for k, v in sorted(s.depths.items())},
+            "findings": findings,
+        }
+
+
+def stats_dict(stats: Stats) -> dict:
+    return asdict(stats)

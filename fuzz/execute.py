@@ -1,0 +1,181 @@
+"""Parent side of the worker protocol: start, feed, time out, kill and restart workers.
+
+A worker is ``python fuzz/worker.py`` in its own process group (so a kill reaches any
+child it made), with ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` set before
+JAX is imported there. Its stderr goes to a temporary file, so that a crash's last
+lines can be reported without a pipe that could fill up and block it.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+WORKER_SCRIPT = Path(__file__).with_name("worker.py")
+STARTUP_TIMEOUT = 120.0  # seconds: importing JAX on a loaded 2-core machine
+
+
+class WorkerError(RuntimeError):
+    """The worker could not be started (bad interpreter, JAX missing): a one-line reason."""
+
+
+def decode(a: dict) -> np.ndarray:
+    """An array from the worker's ``{"dtype", "shape", "b64"}`` encoding."""
+    return np.frombuffer(base64.b64decode(a["b64"]), dtype=np.dtype(a["dtype"])).reshape(a["shape"])
+
+
+def signal_name(returncode: int | None) -> str:
+    """'SIGABRT' for -6, 'exit 3' for 3, 'running' for None."""
+    if returncode is None:
+        return "running"
+    if returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit {returncode}"
+
+
+class Worker:
+    """One persistent worker process.
+
+    ``python``: interpreter to run it with (default: this one); ``n_devices``: host CPU
+    devices JAX fakes; ``hash_seed``: PYTHONHASHSEED of the process (None: random).
+    Raises WorkerError when it does not start.
+    """
+
+    def __init__(self, python: str | None = None, n_devices: int = 8, hash_seed: int | None = None):
+        self.python = python or sys.executable
+        self.n_devices = n_devices
+        self.hash_seed = hash_seed
+        self.proc = None
+        self.caps: dict = {}
+        self.programs_run = 0
+        self._start()
+
+    def _start(self) -> None:
+        env = dict(os.environ)
+        flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
+        env["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={self.n_devices}"])
+        env["JAX_PLATFORMS"] = "cpu"
+        env["PYTHONHASHSEED"] = str(self.hash_seed) if self.hash_seed is not None else "random"
+        env.pop("PYTHONPATH", None)  # the worker must not see shardfuzz
+        self.stderr = tempfile.TemporaryFile()
+        try:
+            self.proc = subprocess.Popen([self.python, "-u", str(WORKER_SCRIPT)], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=self.stderr, env=env,
+                                         start_new_session=True, cwd=tempfile.gettempdir())
+        except OSError as e:
+            raise WorkerError(f"cannot start worker with {self.python}: {e.strerror}") from None
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, args=(self.proc.stdout, self.lines), daemon=True).start()
+        hello = self._next(STARTUP_TIMEOUT)
+        if hello is None or "hello" not in hello:
+            tail = self.stderr_tail()
+            self.kill()
+            last = tail.strip().splitlines()[-1] if tail.strip() else "no output"
+            raise WorkerError(f"worker under {self.python} did not start ({last}); is JAX installed there?")
+        self.caps = hello["hello"]
+        self.programs_run = 0
+
+    @staticmethod
+    def _read(stream, q) -> None:
+        for line in stream:
+            q.put(line)
+        q.put(None)
+
+    def _next(self, timeout: float):
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            return "timeout"
+        return None if line is None else json.loads(line)
+
+    def stderr_tail(self, start: int = 0, limit: int = 6000) -> str:
+        self.stderr.flush()
+        self.stderr.seek(0, os.SEEK_END)
+        end = self.stderr.tell()
+        self.stderr.seek(max(start, end - limit))
+        return self.stderr.read().decode(errors="replace")
+
+    def run(self, source: str, timeout: float, lower: bool = False) -> dict:
+        """Run one rendered program. Returns an outcome dict:
+
+        ``status``: "ok" (``calls`` as in fuzz/worker.py, arrays decoded), "crash"
+        (``signal``, ``returncode``, ``stderr``) or "hang" (killed after ``timeout``
+        seconds); ``seconds``: wall time in the worker. After a crash or hang the worker
+        is restarted, so the next run starts fresh.
+        """
+        self.programs_run += 1
+        self.stderr.seek(0, os.SEEK_END)
+        mark = self.stderr.tell()
+        req = {"id": self.programs_run, "source": source, "lower": lower}
+        start = time.perf_counter()
+        try:
+            self.proc.stdin.write((json.dumps(req) + "\n").encode())
+            self.proc.stdin.flush()
+            reply = self._next(timeout)
+            while isinstance(reply, dict) and reply.get("id") != req["id"]:  # a stale reply: skip it
+                reply = self._next(timeout)
+        except (BrokenPipeError, OSError):
+            reply = None
+        wall = time.perf_counter() - start
+        if reply == "timeout":
+            tail = self.stderr_tail(mark)
+            self.kill()
+            self._start()
+            return {"status": "hang", "seconds": wall, "timeout": timeout, "stderr": tail}
+        if reply is None:
+            try:
+                rc = self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                rc = None
+            tail = self.stderr_tail(mark)
+            self.kill()
+            self._start()
+            return {"status": "crash", "seconds": wall, "returncode": rc, "signal": signal_name(rc), "stderr": tail}
+        for c in reply.get("calls", []):
+            c["outputs"] = [decode(o) for o in c["outputs"]]
+            c["callbacks"] = {t: decode(v) for t, v in c["callbacks"].items()}
+        reply["status"] = "ok"
+        reply["wall"] = wall
+        return reply
+
+    def kill(self) -> None:
+        """Kill the worker's whole process group and reap it."""
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for s in (self.proc.stdin, self.proc.stdout):
+            try:
+                s.close()
+            except OSError:
+                pass
+        self.proc = None
+
+    def restart(self) -> None:
+        self.kill()
+        self._start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.kill()

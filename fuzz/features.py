@@ -1,0 +1,62 @@
+"""What a program exercises: for the campaign report's ``features`` counts."""
+from __future__ import annotations
+
+
+def _walk_function(fn: dict, outer: set, out: set, depth: int) -> int:
+    """Collect features of a function body; returns the deepest transform nesting below it."""
+    defined = set(fn["params"])
+    deepest = depth
+    for e in fn["eqns"]:
+        if any(a not in defined for a in e["args"]):
+            out.add("capture")
+        op = e["op"]
+        if op == "io_callback":
+            out.add("io_callback_ordered" if e["ordered"] else "io_callback_unordered")
+            if e["returns"]:
+                out.add("io_callback_result")
+        elif op == "call":
+            deepest = max(deepest, _walk_chain(e["transforms"], e["fn"], outer | defined, out, depth))
+        elif op in ("psum", "pmax", "pmin", "pmean", "all_gather", "psum_scatter", "ppermute", "all_to_all",
+                    "axis_index"):
+            out.add(op)
+        defined.update(e["outs"])
+    if any(r not in defined for r in fn["results"]):
+        out.add("capture")
+    return deepest
+
+
+def _walk_chain(transforms: list, fn: dict, outer: set, out: set, depth: int) -> int:
+    for t in transforms:
+        out.add(t["kind"])
+        if t["kind"] == "vmap":
+            if t["spmd_axis_name"]:
+                out.add("spmd_axis_name")
+            if t["axis_name"]:
+                out.add("vmap_axis_name")
+        if t["kind"] == "shard_map":
+            if not t["check_vma"]:
+                out.add("check_vma_off")
+            if t["axis_names"] is not None:
+                out.add("partial_manual")
+    return _walk_function(fn, outer, out, depth + len(transforms))
+
+
+def features(program: dict) -> tuple:
+    """(set of feature names, nesting depth) of a program.
+
+    Names: transform kinds (jit, shard_map, vmap, grad, value_and_grad), spmd_axis_name,
+    vmap_axis_name, check_vma_off, partial_manual, each collective, io_callback_ordered,
+    io_callback_unordered, io_callback_result, capture (a function reads a variable of an
+    enclosing scope), multi_call, explicit_mesh. Depth: the most transforms on one path
+    from a call to a function body.
+    """
+    out: set = set()
+    depth = 0
+    for call in program["calls"]:
+        fn = program["functions"][call["function"]]
+        depth = max(depth, _walk_chain(call["transforms"], fn, set(), out, 0))
+    if len(program["calls"]) > 1:
+        out.add("multi_call")
+    if program["mesh"]["axis_type"] == "explicit":
+        out.add("explicit_mesh")
+    return out, depth

@@ -1,0 +1,304 @@
+"""Unsharded reference evaluation of a program, with eager single-device ``jax.numpy`` only.
+
+No jit, vmap, shard_map, collective or sharding API of JAX is used: the transforms under
+test must not judge themselves. Instead every value is held *lock-step* over the named
+axes in scope: a value inside ``k`` named axes (manual mesh axes of enclosing shard_maps,
+enclosing vmap axes) is one array of shape ``(size_1, ..., size_k) + shape``.
+
+- shard_map: inputs are cut into blocks per in_specs (major-to-minor over the mesh
+  axes of a dim), the body runs on the stacked blocks, outputs are reassembled per
+  out_specs (an axis an output does not name contributes its index-0 copy, which the
+  typing rules make identical to the others).
+- vmap: the batch dim becomes a named axis; out_axes=None takes index 0 (invariant).
+- collectives: explicit reductions, stacks, rolls and reshapes over the named dims.
+- grad: ``jax.grad`` of the reference. Inside a shard_map body with ``check_vma=True``
+  the loss is the *global* loss (summed over the devices it varies over, counted once
+  along axes it is unvarying over) and an argument unvarying over a manual axis is a
+  single variable, so its gradient comes back summed over that axis: JEP 17111
+  ("Efficient transposition of replication-inducing collectives") and the shard_map
+  tutorial's autodiff section; measured on jax 0.10.2 (see ``../shared/design.md``).
+  Along vmap axes and ``check_vma=False`` manual axes every index is independent.
+- io_callback: the values the host function would receive are recorded per tag.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from fuzz import typecheck as T
+
+
+def make_input(seed: int, shape) -> np.ndarray:
+    """The value of a program input: multiples of 1/8 in [-1, 1], float32 (same as the rendered source)."""
+    return (np.random.default_rng(seed).integers(-8, 9, size=tuple(shape)).astype(np.float32) / 8)
+
+
+class Reference:
+    """Evaluates a program's calls; see the module docstring for the semantics.
+
+    ``evaluate()`` returns ``{"results": [[np.ndarray, ...] per call], "callbacks":
+    [{tag: np.ndarray of distinct float values} per call]}``. Raises ProgramError for
+    an invalid program.
+    """
+
+    def __init__(self, program: dict):
+        import jax
+        import jax.numpy as jnp
+
+        self.jax, self.jnp = jax, jnp
+        self.p = program
+        self.log: dict = {}
+
+    # ------------------------------------------------------------------ helpers
+    def _lift(self, x, k: int, ctx: T.Ctx):
+        """Broadcast a value defined under ``k`` named axes to all axes of ``ctx``."""
+        K = len(ctx.axes)
+        if k == K:
+            return x
+        sizes = tuple(a.size for a in ctx.axes)
+        x = x.reshape(x.shape[:k] + (1,) * (K - k) + x.shape[k:])
+        return self.jnp.broadcast_to(x, sizes + x.shape[K:])
+
+    def _record(self, tag: str, x) -> None:
+        vals = np.asarray(self.jax.lax.stop_gradient(x), dtype=np.float64).ravel()
+        self.log.setdefault(tag, []).append(vals)
+
+    # ------------------------------------------------------------------ functions
+    def function(self, fn: dict, ctx: T.Ctx, args: list, arg_types: list, env: dict):
+        env = dict(env)
+        K = len(ctx.axes)
+        for name, x, t in zip(fn["params"], args, arg_types):
+            env[name] = (x, t, K)
+        for e in fn["eqns"]:
+            xs = [self._lift(env[v][0], env[v][2], ctx) for v in e["args"]]
+            ts = [env[v][1] for v in e["args"]]
+            if e["op"] == "call":
+                outs, out_types = self.call(e["transforms"], e["fn"], ctx, xs, ts, env)
+            else:
+                out_types = T.eqn_types(e, ts, ctx)
+                outs = self.primitive(e, xs, ts, ctx)
+            for v, x, t in zip(e["outs"], outs, out_types):
+                env[v] = (x, t, K)
+        return ([self._lift(env[v][0], env[v][2], ctx) for v in fn["results"]],
+                [env[v][1] for v in fn["results"]])
+
+    def call(self, transforms: list, fn: dict, ctx: T.Ctx, xs: list, ts: list, env: dict):
+        if not transforms:
+            return self.function(fn, ctx, xs, ts, env)
+        t, rest = transforms[0], transforms[1:]
+        kind = t["kind"]
+        inner_ctx, inner_ts = T.enter(t, ctx, ts)
+        if kind == "jit":
+            outs, out_ts = self.call(rest, fn, inner_ctx, xs, inner_ts, env)
+        elif kind == "shard_map":
+            outs, out_ts = self.shard_map(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
+        elif kind == "vmap":
+            outs, out_ts = self.vmap(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
+        else:
+            outs, out_ts = self.grad(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
+        return outs, T.exit_(t, ctx, inner_ctx, ts, out_ts)
+
+    # ------------------------------------------------------------------ transforms
+    def shard_map(self, t, rest, fn, ctx, inner_ctx, xs, inner_ts, env):
+        jnp = self.jnp
+        K = len(ctx.axes)
+        new = inner_ctx.axes[K:]
+        sizes = [a.size for a in new]
+        pos = {a.name: i for i, a in enumerate(new)}
+        coords = list(itertools.product(*[range(s) for s in sizes]))
+
+        def block_slices(coord, spec, shape):
+            out = []
+            for dim, entry in zip(shape, spec):
+                if not entry:
+                    out.append(slice(None))
+                    continue
+                n = math.prod(inner_ctx.mesh[a] for a in entry)
+                idx = 0
+                for a in entry:  # major to minor
+                    idx = idx * inner_ctx.mesh[a] + coord[pos[a]]
+                b = dim // n
+                out.append(slice(idx * b, (idx + 1) * b))
+            return tuple(out)
+
+        inner_xs = []
+        for x, spec in zip(xs, t["in_specs"]):
+            payload = x.shape[K:]
+            blocks = [x[(slice(None),) * K + block_slices(c, spec, payload)] for c in coords]
+            stacked = jnp.stack(blocks, axis=K)
+            inner_xs.append(stacked.reshape(x.shape[:K] + tuple(sizes) + stacked.shape[K + 1:]))
+        outs, out_ts = self.call(rest, fn, inner_ctx, inner_xs, inner_ts, env)
+        results = []
+        for r, spec in zip(outs, t["out_specs"]):
+            block = r.shape[K + len(new):]
+            glob = tuple(d * T.spec_size(s, inner_ctx.mesh) for d, s in zip(block, spec))
+            named = {a for s in spec if s for a in s}
+            out = jnp.zeros(r.shape[:K] + glob, r.dtype)
+            for c in coords:
+                if any(c[pos[a.name]] != 0 for a in new if a.name not in named):
+                    continue
+                out = out.at[(slice(None),) * K + block_slices(c, spec, glob)].set(r[(slice(None),) * K + c])
+            results.append(out)
+        return results, out_ts
+
+    def vmap(self, t, rest, fn, ctx, inner_ctx, xs, inner_ts, env):
+        jnp = self.jnp
+        K = len(ctx.axes)
+        b = inner_ctx.axes[-1].size
+        inner_xs = []
+        for x, ax in zip(xs, t["in_axes"]):
+            if ax is None:
+                x = jnp.expand_dims(x, K)
+                inner_xs.append(jnp.broadcast_to(x, x.shape[:K] + (b,) + x.shape[K + 1:]))
+            else:
+                inner_xs.append(jnp.moveaxis(x, K + ax, K))
+        outs, out_ts = self.call(rest, fn, inner_ctx, inner_xs, inner_ts, env)
+        results = []
+        for r, ax in zip(outs, t["out_axes"]):
+            results.append(r[(slice(None),) * K + (0,)] if ax is None else jnp.moveaxis(r, K, K + ax))
+        return results, out_ts
+
+    def grad(self, t, rest, fn, ctx, inner_ctx, xs, inner_ts, env):
+        jax, jnp = self.jax, self.jnp
+        # Manual axes with check_vma=True: an unvarying argument is one variable and the
+        # loss is counted once along axes it is unvarying over. Other axes: independent.
+        collapse = [j for j, a in enumerate(ctx.axes) if a.kind == "mesh" and a.check_vma]
+
+        def one_copy(x, vma):
+            idx = tuple(slice(0, 1) if (j in collapse and ctx.axes[j].name not in vma) else slice(None)
+                        for j in range(len(ctx.axes)))
+            return x[idx]
+
+        argnums = t["argnums"]
+        reduced = [one_copy(xs[i], inner_ts[i].vma) for i in argnums]
+        loss_info = {}
+
+        def F(*red):
+            full = list(xs)
+            for i, r in zip(argnums, red):
+                full[i] = jnp.broadcast_to(r, xs[i].shape)
+            outs, out_ts = self.call(rest, fn, inner_ctx, full, inner_ts, env)
+            loss_info["type"] = out_ts[0]
+            return one_copy(outs[0], out_ts[0].vma).sum(), outs[0]
+
+        grads, loss = jax.grad(F, argnums=tuple(range(len(argnums))), has_aux=True)(*reduced)
+        grads = [jnp.broadcast_to(g, xs[i].shape) for g, i in zip(grads, argnums)]
+        value = [loss] if t["kind"] == "value_and_grad" else []
+        return value + grads, [loss_info["type"]]
+
+    # ------------------------------------------------------------------ primitives
+    def primitive(self, e: dict, xs: list, ts: list, ctx: T.Ctx) -> list:
+        jnp = self.jnp
+        op = e["op"]
+        K = len(ctx.axes)
+        x = xs[0]
+        if op == "sin":
+            return [jnp.sin(x)]
+        if op == "cos":
+            return [jnp.cos(x)]
+        if op == "tanh":
+            return [jnp.tanh(x)]
+        if op == "neg":
+            return [-x]
+        if op in T.BINARY:
+            a, b = xs
+            ra, rb = ts[0].rank, ts[1].rank
+            r = max(ra, rb)
+            a = a.reshape(a.shape[:K] + (1,) * (r - ra) + a.shape[K:])
+            b = b.reshape(b.shape[:K] + (1,) * (r - rb) + b.shape[K:])
+            f = {"add": jnp.add, "sub": jnp.subtract, "mul": jnp.multiply, "maximum": jnp.maximum}[op]
+            return [f(a, b)]
+        if op in T.REDUCE:
+            axis = tuple(range(K, x.ndim)) if e.get("axis") is None else K + e["axis"]
+            return [{"sum": jnp.sum, "mean": jnp.mean, "max": jnp.max}[op](x, axis=axis)]
+        if op == "matmul":
+            a, b = xs
+            if ts[0].rank == 1:
+                return [jnp.einsum("...k,...kn->...n", a, b)]
+            b = b.reshape(b.shape[:K] + (1,) * (ts[0].rank - 2) + b.shape[K:])
+            return [jnp.matmul(a, b)]
+        if op == "transpose":
+            r = ts[0].rank
+            return [jnp.transpose(x, tuple(range(K)) + tuple(K + r - 1 - i for i in range(r)))]
+        if op == "broadcast":
+            y = jnp.expand_dims(x, K)
+            return [jnp.broadcast_to(y, y.shape[:K] + (e["size"],) + y.shape[K + 1:])]
+        if op == "io_callback":
+            self._record(e["tag"], x)
+            if e["returns"]:
+                return [jax_stop(self.jax, x) if e["stop_gradient"] else x]
+            return []
+        if op in T.COLLECTIVES:
+            return [self.collective(e, x, ctx)]
+        raise T.ProgramError(f"unknown primitive {op!r}")
+
+    def collective(self, e: dict, x, ctx: T.Ctx):
+        jnp = self.jnp
+        op = e["op"]
+        K = len(ctx.axes)
+        names = e["axes"]
+        js = tuple(next(j for j, a in enumerate(ctx.axes) if a.name == n) for n in names)
+        if op in T.REDUCING_COLLECTIVES:
+            f = {"psum": jnp.sum, "pmax": jnp.max, "pmin": jnp.min, "pmean": jnp.mean}[op]
+            return jnp.broadcast_to(f(x, axis=js, keepdims=True), x.shape)
+        if op == "axis_index":
+            idx = jnp.zeros((1,) * x.ndim, jnp.int32)
+            for j in js:  # linear index, first name major
+                shape = [1] * x.ndim
+                shape[j] = ctx.axes[j].size
+                idx = idx * ctx.axes[j].size + jnp.arange(ctx.axes[j].size).reshape(shape)
+            return x + idx.astype(x.dtype)
+        (j,) = js
+        n = ctx.axes[j].size
+        if op == "ppermute":
+            return jnp.roll(x, e["shift"], axis=j)
+        if op == "all_gather":
+            d = e["axis"]
+            y = jnp.moveaxis(x, j, K - 1 + d)
+            if e["tiled"]:
+                p = K - 1 + d
+                y = y.reshape(y.shape[:p] + (y.shape[p] * y.shape[p + 1],) + y.shape[p + 2:])
+            y = jnp.expand_dims(y, j)
+            return jnp.broadcast_to(y, y.shape[:j] + (n,) + y.shape[j + 1:])
+        if op == "psum_scatter":
+            d = e["axis"]
+            s = jnp.sum(x, axis=j)
+            p = K - 1 + d
+            s = s.reshape(s.shape[:p] + (n, s.shape[p] // n) + s.shape[p + 1:])
+            return jnp.moveaxis(s, p, j)
+        if op == "all_to_all":
+            s, c = e["split_axis"], e["concat_axis"]
+            p = K + s
+            y = x.reshape(x.shape[:p] + (n, x.shape[p] // n) + x.shape[p + 1:])
+            y = jnp.swapaxes(y, j, p)  # named axis: destination; payload: source
+            y = jnp.moveaxis(y, p, K + c)
+            q = K + c
+            return y.reshape(y.shape[:q] + (y.shape[q] * y.shape[q + 1],) + y.shape[q + 2:])
+        raise T.ProgramError(f"unknown collective {op!r}")
+
+    # ------------------------------------------------------------------ entry
+    def evaluate(self) -> dict:
+        ctx = T.root_ctx(self.p)
+        inputs = {i["name"]: self.jnp.asarray(make_input(i["seed"], i["shape"])) for i in self.p["inputs"]}
+        in_types = T.input_types(self.p)
+        env = {n: (x, in_types[n], 0) for n, x in inputs.items()}
+        results, callbacks = [], []
+        for call in self.p["calls"]:
+            self.log = {}
+            fn = self.p["functions"][call["function"]]
+            outs, _ = self.call(call["transforms"], fn, ctx, [inputs[a] for a in call["args"]],
+                                [in_types[a] for a in call["args"]], env)
+            results.append([np.asarray(o) for o in outs])
+            callbacks.append({tag: np.unique(np.concatenate(v)) for tag, v in self.log.items()})
+        return {"results": results, "callbacks": callbacks}
+
+
+def jax_stop(jax, x):
+    return jax.lax.stop_gradient(x)
+
+
+def evaluate(program: dict) -> dict:
+    """Reference results of every call: see :class:`Reference`. Raises ProgramError if invalid."""
+    return Reference(program).evaluate()

@@ -1,0 +1,402 @@
+"""Typing rules of the program model: shapes, named axes in scope, and varying manual axes.
+
+Every value of a program has a :class:`Ty`: its shape (float32 only for now) and its
+*vma*, the set of named axes of the context over which it varies (manual mesh axes of
+enclosing ``shard_map`` bodies and axes of enclosing ``vmap`` bodies). The rules here
+are the single source of truth for what a *valid* program is: the strategies only
+choose options these rules accept, :func:`fuzz.reference.evaluate` evaluates under
+them, and :func:`check_program` rejects anything else with :class:`ProgramError`.
+
+Semantics follow JAX's documentation:
+- shard_map (docs: "Manual parallelism with shard_map", ``notebooks/shard_map``):
+  in_specs split global dims over mesh axes (major to minor); an output must name in
+  its out_specs every manual axis it varies over; values closed over are replicated.
+- varying manual axes (``jax.typeof(x).manual_axis_type.varying`` in jax 0.10,
+  measured): psum/pmax/pmin/pmean remove the named axes; all_gather, psum_scatter,
+  ppermute, all_to_all and axis_index add theirs; elementwise ops take the union.
+- vmap (``jax.vmap`` docstring): in_axes/out_axes, ``axis_name`` for collectives,
+  ``spmd_axis_name`` adds a mesh axis to the sharding of the batch dim; an ordered
+  io_callback cannot be batched ("Cannot `vmap` ordered IO callback").
+- grad (``jax.grad``): a scalar-valued function; io_callback has no JVP
+  ("IO callbacks do not support JVP"), so callback arguments under grad are wrapped
+  in ``stop_gradient``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+UNARY = ("sin", "cos", "tanh", "neg")
+BINARY = ("add", "sub", "mul", "maximum")
+REDUCE = ("sum", "mean", "max")
+REDUCING_COLLECTIVES = ("psum", "pmax", "pmin", "pmean")
+COLLECTIVES = REDUCING_COLLECTIVES + ("all_gather", "psum_scatter", "ppermute", "all_to_all", "axis_index")
+# Ops whose derivative is ambiguous at ties (equal inputs): never under grad.
+TIE_OPS = ("maximum", "max", "pmax", "pmin")
+TRANSFORMS = ("jit", "shard_map", "vmap", "grad", "value_and_grad")
+
+
+class ProgramError(ValueError):
+    """A program breaks a typing rule: the generator or a hand edit made it invalid."""
+
+
+@dataclass(frozen=True)
+class Ty:
+    """Type of one value: ``shape`` (tuple of ints, float32) and ``vma`` (axis names it varies over)."""
+
+    shape: tuple
+    vma: frozenset = frozenset()
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A named axis in scope: a manual mesh axis (``kind='mesh'``) or a vmap axis (``kind='vmap'``).
+
+    ``check_vma`` is the enclosing shard_map's setting (mesh axes only); ``visible``
+    is False for a vmap without ``axis_name`` (no collective may name it).
+    """
+
+    name: str
+    size: int
+    kind: str
+    check_vma: bool = True
+    visible: bool = True
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """Typing context of a function body.
+
+    - ``mesh``: {axis name: size} of the program's mesh; ``explicit``: Explicit axis types.
+    - ``axes``: named axes in scope, outermost first.
+    - ``reserved``: mesh axes taken by an enclosing vmap's ``spmd_axis_name``.
+    - ``grad_at``: number of ``axes`` outside the innermost enclosing grad (None: no grad).
+    """
+
+    mesh: dict
+    explicit: bool = False
+    axes: tuple = ()
+    reserved: frozenset = frozenset()
+    grad_at: int | None = None
+    n_vmap: int = field(default=0)
+
+    def axis(self, name: str) -> Axis:
+        for a in self.axes:
+            if a.name == name:
+                return a
+        raise ProgramError(f"axis {name!r} is not in scope")
+
+    @property
+    def manual(self) -> frozenset:
+        return frozenset(a.name for a in self.axes if a.kind == "mesh")
+
+    @property
+    def in_vmap(self) -> bool:
+        return any(a.kind == "vmap" for a in self.axes)
+
+    @property
+    def in_grad(self) -> bool:
+        return self.grad_at is not None
+
+    def collective_axes(self) -> list:
+        """Axis names a collective may use here: visible, not reserved, and not across a grad it cannot cross."""
+        out = []
+        for i, a in enumerate(self.axes):
+            if not a.visible or a.name in self.reserved:
+                continue
+            if self.grad_at is not None and i < self.grad_at and not (a.kind == "mesh" and a.check_vma):
+                continue
+            out.append(a.name)
+        return out
+
+
+def _require(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ProgramError(msg)
+
+
+def broadcast_shapes(a: tuple, b: tuple) -> tuple:
+    """NumPy broadcasting of two shapes (trailing alignment); ProgramError when incompatible."""
+    out = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        da = a[-i] if i <= len(a) else 1
+        db = b[-i] if i <= len(b) else 1
+        _require(da == db or da == 1 or db == 1, f"shapes {a} and {b} do not broadcast")
+        out.append(max(da, db))
+    return tuple(reversed(out))
+
+
+def spec_size(spec_entry, mesh: dict) -> int:
+    """Number of blocks a PartitionSpec entry (None or list of axis names) splits a dim into."""
+    return 1 if spec_entry is None else math.prod(mesh[a] for a in spec_entry)
+
+
+def eqn_types(eqn: dict, args: list, ctx: Ctx) -> list:
+    """Result types of a primitive equation (not ``call``) given its argument types; ProgramError if invalid."""
+    op = eqn["op"]
+    if op in TIE_OPS:
+        _require(not ctx.in_grad, f"{op} has ambiguous derivatives at ties: not under grad")
+    if op in UNARY:
+        return [args[0]]
+    if op in BINARY:
+        a, b = args
+        return [Ty(broadcast_shapes(a.shape, b.shape), a.vma | b.vma)]
+    if op in REDUCE:
+        (a,) = args
+        ax = eqn.get("axis")
+        if ax is None:
+            return [Ty((), a.vma)]
+        _require(0 <= ax < a.rank, f"{op} axis {ax} out of range for rank {a.rank}")
+        return [Ty(a.shape[:ax] + a.shape[ax + 1:], a.vma)]
+    if op == "matmul":
+        a, b = args
+        _require(a.rank >= 1 and b.rank == 2 and a.shape[-1] == b.shape[0], f"matmul of {a.shape} and {b.shape}")
+        return [Ty(a.shape[:-1] + (b.shape[1],), a.vma | b.vma)]
+    if op == "transpose":
+        return [Ty(tuple(reversed(args[0].shape)), args[0].vma)]
+    if op == "broadcast":
+        return [Ty((eqn["size"],) + args[0].shape, args[0].vma)]
+    if op in COLLECTIVES:
+        return [_collective_type(eqn, args[0], ctx)]
+    if op == "io_callback":
+        (a,) = args
+        if eqn["ordered"]:
+            _require(not ctx.in_vmap, "an ordered io_callback cannot be batched by vmap")
+        # "callbacks are only supported in spmd computations when all mesh axes are
+        # partitioned manually (no partial automatic sharding)" (jax/_src/callback.py)
+        _require(not ctx.manual or ctx.manual == set(ctx.mesh), "io_callback inside a partial-manual shard_map")
+        if ctx.in_grad:
+            _require(eqn["stop_gradient"], "io_callback under grad needs stop_gradient (no JVP rule)")
+        if eqn["returns"]:
+            # JAX types an io_callback result inside shard_map as unvarying whatever its input:
+            # only a callback on an unvarying value returns what its type says.
+            _require(not (a.vma & ctx.manual), "io_callback with a result on a value varying over a manual axis")
+            return [a]
+        return []
+    raise ProgramError(f"unknown primitive {op!r}")
+
+
+def _collective_type(eqn: dict, a: Ty, ctx: Ctx) -> Ty:
+    op = eqn["op"]
+    names = eqn["axes"]
+    allowed = ctx.collective_axes()
+    for n in names:
+        _require(n in allowed, f"{op} over axis {n!r}, which is not usable here (in scope: {allowed})")
+    _require(len(set(names)) == len(names), f"{op} names an axis twice")
+    if op in REDUCING_COLLECTIVES:
+        return Ty(a.shape, a.vma - frozenset(names))
+    if op == "axis_index":
+        return Ty(a.shape, a.vma | frozenset(names))
+    _require(len(names) == 1, f"{op} takes one axis name here")
+    n = ctx.axis(names[0]).size
+    vma = a.vma | frozenset(names)
+    if op == "ppermute":
+        return Ty(a.shape, vma)
+    if op == "all_gather":
+        d = eqn["axis"]
+        if eqn["tiled"]:
+            _require(a.rank >= 1 and 0 <= d < a.rank, "tiled all_gather needs a dim")
+            return Ty(a.shape[:d] + (a.shape[d] * n,) + a.shape[d + 1:], vma)
+        _require(0 <= d <= a.rank, "all_gather axis out of range")
+        return Ty(a.shape[:d] + (n,) + a.shape[d:], vma)
+    if op == "psum_scatter":
+        d = eqn["axis"]
+        _require(a.rank >= 1 and 0 <= d < a.rank and a.shape[d] % n == 0, "psum_scatter dim must divide")
+        return Ty(a.shape[:d] + (a.shape[d] // n,) + a.shape[d + 1:], vma)
+    if op == "all_to_all":
+        s, c = eqn["split_axis"], eqn["concat_axis"]
+        _require(a.rank >= 1 and 0 <= s < a.rank and 0 <= c < a.rank, "all_to_all axes out of range")
+        _require(a.shape[s] % n == 0, "all_to_all split dim must divide")
+        shape = list(a.shape)
+        shape[s] //= n
+        shape[c] *= n
+        return Ty(tuple(shape), vma)
+    raise ProgramError(f"unknown collective {op!r}")
+
+
+def vmap_axis_name(t: dict, ctx: Ctx) -> str:
+    """The name of the axis a vmap binds: its axis_name, or an internal one (never valid in a program)."""
+    return t["axis_name"] or f"_vmap{ctx.n_vmap}"
+
+
+def enter(t: dict, ctx: Ctx, args: list) -> tuple:
+    """Apply one transform's input side: (inner Ctx, inner param types). ProgramError if invalid."""
+    kind = t["kind"]
+    if kind == "jit":
+        return ctx, list(args)
+    if kind in ("grad", "value_and_grad"):
+        _require(len(t["argnums"]) == len(set(t["argnums"])), "argnums repeat")
+        _require(all(0 <= i < len(args) for i in t["argnums"]), "argnums out of range")
+        return replace(ctx, grad_at=len(ctx.axes)), list(args)
+    if kind == "shard_map":
+        mesh = ctx.mesh
+        names = t["axis_names"] if t["axis_names"] is not None else [a for a in mesh if a not in ctx.manual]
+        _require(len(names) > 0, "shard_map with no manual axis")
+        for n in names:
+            _require(n in mesh and n not in ctx.manual, f"shard_map axis {n!r} is not a free mesh axis")
+        _require(not (ctx.explicit and ctx.manual), "nested shard_map over an Explicit mesh is not generated")
+        _require(not (ctx.explicit and set(names) != set(mesh)), "partial-manual shard_map over an Explicit mesh")
+        _require(len(t["in_specs"]) == len(args), "in_specs and args differ in length")
+        inner = []
+        for spec, a in zip(t["in_specs"], args):
+            _check_spec(spec, a.rank, names, ctx)
+            shape = tuple(d // spec_size(s, mesh) for d, s in zip(a.shape, spec))
+            for d, s in zip(a.shape, spec):
+                _require(d % spec_size(s, mesh) == 0, f"dim {d} not divisible by {s}")
+            inner.append(Ty(shape, a.vma | frozenset(x for s in spec if s for x in s)))
+        new_axes = tuple(Axis(n, mesh[n], "mesh", t["check_vma"]) for n in mesh if n in names)
+        return replace(ctx, axes=ctx.axes + new_axes), inner
+    if kind == "vmap":
+        _require(len(t["in_axes"]) == len(args), "in_axes and args differ in length")
+        sizes = {args[i].shape[ax] for i, ax in enumerate(t["in_axes"]) if ax is not None and ax < args[i].rank}
+        _require(any(ax is not None for ax in t["in_axes"]), "vmap with no batched argument")
+        for i, ax in enumerate(t["in_axes"]):
+            _require(ax is None or ax < args[i].rank, "in_axes out of range")
+        _require(len(sizes) == 1, f"vmap batch sizes differ: {sorted(sizes)}")
+        (b,) = sizes
+        name = vmap_axis_name(t, ctx)
+        if t["axis_name"] is not None:
+            _require(t["axis_name"] not in ctx.mesh and all(a.name != name for a in ctx.axes),
+                     f"vmap axis_name {name!r} clashes")
+        reserved = ctx.reserved
+        spmd = t["spmd_axis_name"]
+        if spmd is not None:
+            _require(spmd in ctx.mesh and spmd not in ctx.manual and spmd not in reserved,
+                     f"spmd_axis_name {spmd!r} is not a free mesh axis")
+            _require(b % ctx.mesh[spmd] == 0, "batch size not divisible by the spmd_axis_name axis")
+            reserved = reserved | {spmd}
+        axis = Axis(name, b, "vmap", visible=t["axis_name"] is not None)
+        inner = []
+        for i, ax in enumerate(t["in_axes"]):
+            a = args[i]
+            if ax is None:
+                inner.append(a)
+            else:
+                inner.append(Ty(a.shape[:ax] + a.shape[ax + 1:], a.vma | {name}))
+        return replace(ctx, axes=ctx.axes + (axis,), reserved=reserved, n_vmap=ctx.n_vmap + 1), inner
+    raise ProgramError(f"unknown transform {kind!r}")
+
+
+def _check_spec(spec: list, rank: int, names: list, ctx: Ctx) -> None:
+    _require(len(spec) == rank, f"spec {spec} does not match rank {rank}")
+    used = [x for s in spec if s for x in s]
+    _require(len(used) == len(set(used)), f"spec {spec} names an axis twice")
+    for x in used:
+        _require(x in names, f"spec axis {x!r} is not manual in this shard_map")
+        _require(x not in ctx.reserved, f"spec axis {x!r} is taken by an enclosing spmd_axis_name")
+
+
+def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
+    """Apply one transform's output side: outer result types from inner result types."""
+    kind = t["kind"]
+    if kind == "jit":
+        return list(results)
+    if kind in ("grad", "value_and_grad"):
+        _require(len(results) == 1 and results[0].shape == (), "grad needs exactly one scalar result")
+        grads = [args[i] for i in t["argnums"]]
+        return ([results[0]] if kind == "value_and_grad" else []) + grads
+    if kind == "shard_map":
+        mine = inner.manual - outer.manual
+        _require(len(t["out_specs"]) == len(results), "out_specs and results differ in length")
+        out = []
+        for spec, r in zip(t["out_specs"], results):
+            _check_spec(spec, r.rank, sorted(mine), inner)
+            named = {x for s in spec if s for x in s}
+            missing = (r.vma & mine) - named
+            _require(not missing, f"out_specs {spec} omit axes {sorted(missing)} the result varies over")
+            shape = tuple(d * spec_size(s, outer.mesh) for d, s in zip(r.shape, spec))
+            out.append(Ty(shape, r.vma - mine))
+        return out
+    if kind == "vmap":
+        name = inner.axes[-1].name
+        b = inner.axes[-1].size
+        _require(len(t["out_axes"]) == len(results), "out_axes and results differ in length")
+        out = []
+        for ax, r in zip(t["out_axes"], results):
+            if ax is None:
+                _require(name not in r.vma, "out_axes None for a result that varies over the batch")
+                out.append(r)
+            else:
+                _require(0 <= ax <= r.rank, "out_axes out of range")
+                out.append(Ty(r.shape[:ax] + (b,) + r.shape[ax:], r.vma - {name}))
+        return out
+    raise ProgramError(f"unknown transform {kind!r}")
+
+
+def root_ctx(program: dict) -> Ctx:
+    """The context of a top-level call: no axes in scope."""
+    m = program["mesh"]
+    return Ctx(mesh=dict(zip(m["axis_names"], m["axis_sizes"])), explicit=m["axis_type"] == "explicit")
+
+
+def input_types(program: dict) -> dict:
+    """{input name: Ty} for the program's global inputs."""
+    return {i["name"]: Ty(tuple(i["shape"])) for i in program["inputs"]}
+
+
+def function_types(fn: dict, ctx: Ctx, params: list, env: dict, on_eqn=None) -> list:
+    """Type-check a function body; ``env`` holds the captured variables visible from outside.
+
+    ``on_eqn(eqn, ctx, arg_types)``, when given, is called for every equation, nested ones too.
+    """
+    _require(len(fn["params"]) == len(params), "wrong number of arguments")
+    env = dict(env)
+    env.update(zip(fn["params"], params))
+    for eqn in fn["eqns"]:
+        try:
+            args = [env[v] for v in eqn["args"]]
+        except KeyError as e:
+            raise ProgramError(f"variable {e.args[0]} is not in scope") from None
+        if on_eqn is not None:
+            on_eqn(eqn, ctx, args)
+        if eqn["op"] == "call":
+            outs = call_types(eqn["transforms"], eqn["fn"], ctx, args, env, on_eqn)
+        else:
+            outs = eqn_types(eqn, args, ctx)
+        _require(len(outs) == len(eqn["outs"]), f"{eqn['op']} gives {len(outs)} results, not {len(eqn['outs'])}")
+        for v, t in zip(eqn["outs"], outs):
+            _require(v not in env, f"variable {v} assigned twice")
+            env[v] = t
+    try:
+        return [env[v] for v in fn["results"]]
+    except KeyError as e:
+        raise ProgramError(f"result {e.args[0]} is not defined") from None
+
+
+def call_types(transforms: list, fn: dict, ctx: Ctx, args: list, env: dict, on_eqn=None) -> list:
+    """Types of ``transforms[0](transforms[1](...fn))(*args)``; ProgramError if invalid."""
+    if not transforms:
+        return function_types(fn, ctx, args, env, on_eqn)
+    t = transforms[0]
+    inner_ctx, inner_args = enter(t, ctx, args)
+    if t["kind"] == "shard_map" and ctx.explicit:
+        # "Closing over inputs to shard_map where the input is sharded on `Explicit` axes
+        # is not implemented" (jax 0.10): such bodies see only their arguments.
+        env = {}
+    results = call_types(transforms[1:], fn, inner_ctx, inner_args, env, on_eqn)
+    return exit_(t, ctx, inner_ctx, args, results)
+
+
+def check_program(program: dict, on_eqn=None) -> list:
+    """Type-check every call of a program; returns each call's result types.
+
+    Raises ProgramError (a one-line message) for any violated rule. ``on_eqn`` as in
+    :func:`function_types`.
+    """
+    ctx = root_ctx(program)
+    for n in ctx.mesh:
+        _require(not n.startswith("_"), "mesh axis names may not start with '_'")
+    inputs = input_types(program)
+    out = []
+    for call in program["calls"]:
+        fn = program["functions"].get(call["function"])
+        _require(fn is not None, f"call of unknown function {call['function']!r}")
+        _require(all(a in inputs for a in call["args"]), "a call names an unknown input")
+        args = [inputs[a] for a in call["args"]]
+        # Top-level functions may close over the program's inputs (module-level arrays).
+        out.append(call_types(call["transforms"], fn, ctx, args, inputs, on_eqn))
+    return out

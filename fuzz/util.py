@@ -1,0 +1,60 @@
+"""Small shared helpers: atomic file writes and the supported-version check."""
+from __future__ import annotations
+
+import os
+import tempfile
+
+# hypothesis-jsonschema 0.23.1 breaks from Hypothesis 6.170.10 on ("'many' object has
+# no attribute 'more'"); shardfuzz is tested with 6.170.9 (see pyproject.toml).
+HYPOTHESIS_RANGE = ((6, 100, 0), (6, 170, 9))
+
+
+class EnvironmentProblem(SystemExit):
+    """A one-line, exit-code-2 complaint about the installed environment."""
+
+    def __init__(self, msg: str):
+        import sys
+
+        print(f"shardfuzz: {msg}", file=sys.stderr)
+        super().__init__(2)
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: readers never see half a file.
+
+    Raises OSError when the directory is not writable.
+    """
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=os.path.basename(path))
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def version_tuple(v: str) -> tuple:
+    out = []
+    for part in v.split(".")[:3]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        out.append(int(digits) if digits else 0)
+    return tuple(out + [0] * (3 - len(out)))
+
+
+def check_environment() -> None:
+    """Raise EnvironmentProblem (exit 2, one line) when Hypothesis is outside the supported range."""
+    import hypothesis
+
+    v = version_tuple(hypothesis.__version__)
+    lo, hi = HYPOTHESIS_RANGE
+    if not (lo <= v <= hi):
+        raise EnvironmentProblem(
+            f"Hypothesis {hypothesis.__version__} is not supported (need {'.'.join(map(str, lo))} to "
+            f"{'.'.join(map(str, hi))}); run: pip install 'hypothesis=={'.'.join(map(str, hi))}'")

@@ -1,0 +1,126 @@
+"""The worker: a persistent subprocess that executes rendered programs with real JAX.
+
+Runs as a script (``python fuzz/worker.py``) under any interpreter that has JAX, so it
+imports only the standard library, NumPy and JAX; it must never import shardfuzz.
+``XLA_FLAGS=--xla_force_host_platform_device_count=N`` is set by the parent before
+JAX is imported here.
+
+Protocol: one JSON object per line. The worker first writes
+``{"hello": {...capabilities...}}``; then for each request line
+``{"id": k, "source": str, "lower": bool}`` it execs the source as a module, runs each
+entry of its ``CALLS`` in order and answers ``{"id": k, "calls": [...], "seconds": s}``
+where each call is ``{"ok": bool, "outputs": [array...], "error": {"type", "message"},
+"callbacks": {tag: array of distinct values}, "lowering": str | null}`` and arrays are
+``{"dtype", "shape", "b64"}``. Replies go to the original stdout; the program's own
+prints go to stderr.
+"""
+import base64
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def capabilities(jax) -> dict:
+    """What this JAX release offers (see fuzz/render.py for the meaning of each key)."""
+    import inspect
+
+    caps = {"jax_version": jax.__version__, "n_devices": len(jax.devices())}
+    try:
+        import jaxlib
+
+        caps["jaxlib_version"] = jaxlib.__version__
+    except Exception:  # pragma: no cover - jaxlib always there in practice
+        caps["jaxlib_version"] = "unknown"
+    if hasattr(jax, "shard_map"):
+        caps["shard_map"] = "jax"
+        sm = jax.shard_map
+    else:
+        from jax.experimental.shard_map import shard_map as sm
+
+        caps["shard_map"] = "experimental"
+    params = inspect.signature(sm).parameters
+    caps["check_kw"] = "check_vma" if "check_vma" in params else "check_rep"
+    caps["partial_manual"] = "axis_names" if "axis_names" in params else ("auto" if "auto" in params else None)
+    sharding = jax.sharding
+    caps["explicit"] = hasattr(sharding, "AxisType") and hasattr(sharding.AxisType, "Explicit") and hasattr(
+        sharding, "reshard")
+    return caps
+
+
+def encode(x) -> dict:
+    import numpy as np
+
+    a = np.array(x, order="C")  # (np.ascontiguousarray would make 0-d arrays 1-d)
+    return {"dtype": str(a.dtype), "shape": list(a.shape), "b64": base64.b64encode(a.tobytes()).decode()}
+
+
+def run_program(jax, np, source: str, lower: bool) -> list:
+    module = {"__name__": "shardfuzz_program"}
+    exec(compile(source, "<program>", "exec"), module)
+    log = module["CALLBACK_LOG"]
+    calls = []
+    for label, fn, args in module["CALLS"]:
+        del log[:]
+        rec = {"label": label, "ok": True, "outputs": [], "error": None, "callbacks": {}, "lowering": None}
+        try:
+            with module["mesh_context"]():
+                out = fn(*args)
+            out = jax.block_until_ready(out)
+            jax.effects_barrier()
+            rec["outputs"] = [encode(o) for o in jax.tree_util.tree_leaves(out)]
+        except Exception as e:  # an exception on a valid program is a finding: report it whole
+            try:
+                jax.effects_barrier()
+            except Exception:
+                pass
+            tb = traceback.format_exception(type(e), e, e.__traceback__)
+            rec["ok"] = False
+            rec["error"] = {"type": type(e).__module__ + "." + type(e).__qualname__,
+                            "message": str(e), "traceback": "".join(tb)[-4000:]}
+        by_tag = {}
+        for tag, value in log:
+            by_tag.setdefault(tag, []).append(np.asarray(value, dtype=np.float64).ravel())
+        rec["callbacks"] = {t: encode(np.unique(np.concatenate(v))) for t, v in by_tag.items()}
+        if lower and rec["ok"] and hasattr(fn, "lower"):
+            try:
+                with module["mesh_context"]():
+                    rec["lowering"] = fn.lower(*args).as_text()
+            except Exception as e:
+                rec["lowering_error"] = f"{type(e).__name__}: {e}"
+        calls.append(rec)
+    return calls
+
+
+def main() -> None:
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # program prints go to stderr
+    sys.stdout = sys.stderr
+    t0 = time.perf_counter()
+    import numpy as np
+    import jax
+
+    caps = capabilities(jax)
+    caps["import_seconds"] = time.perf_counter() - t0
+    out.write(json.dumps({"hello": caps}) + "\n")
+    out.flush()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        req = json.loads(line)
+        start = time.perf_counter()
+        try:
+            calls = run_program(jax, np, req["source"], req.get("lower", False))
+            reply = {"id": req["id"], "calls": calls}
+        except Exception as e:  # the source itself failed (module level): report, keep serving
+            reply = {"id": req["id"], "calls": [], "module_error": {
+                "type": type(e).__module__ + "." + type(e).__qualname__, "message": str(e),
+                "traceback": traceback.format_exc()[-4000:]}}
+        reply["seconds"] = time.perf_counter() - start
+        out.write(json.dumps(reply) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""Oracles: each judges one program's outcome and returns findings.
+
+- :mod:`oracles.differential`: every call's outputs against the unsharded reference.
+- :mod:`oracles.metamorphic`: calls of one function under equivalent wrappings agree.
+- :mod:`oracles.callbacks`: the values io_callback host functions receive match the reference's.
+- :mod:`oracles.internal_error`: JAX raised an exception on a valid program.
+- :mod:`oracles.crash`: the worker died (signal) or hung (killed after the time limit).
+
+A finding's ``signature`` (oracle, kind, normalized message) deduplicates: a campaign
+reports distinct bugs, not copies of one.
+"""
+from __future__ import annotations
+
+from oracles import callbacks, crash, differential, internal_error, metamorphic
+from oracles.common import Finding, normalize
+
+__all__ = ["Finding", "judge", "normalize"]
+
+
+def judge(program: dict, outcome: dict, reference: dict | None) -> list:
+    """All findings for one run (list of Finding).
+
+    ``outcome``: from :meth:`fuzz.execute.Worker.run`; ``reference``: from
+    :func:`fuzz.reference.evaluate`, or None when it was not computed.
+    """
+    if outcome["status"] != "ok":
+        return crash.judge(program, outcome)
+    found = internal_error.judge(program, outcome)
+    if reference is not None:
+        found += differential.judge(program, outcome, reference)
+        found += callbacks.judge(program, outcome, reference)
+    found += metamorphic.judge(program, outcome)
+    return found

@@ -1,0 +1,83 @@
+"""What oracles share: the Finding record, message normalization and numeric tolerances."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Relative and absolute tolerance per dtype; the absolute part is scaled by the largest
+# reference magnitude of the output, so that sums and matmuls of many terms do not fire.
+TOLERANCE = {"float32": 1e-3, "bfloat16": 3e-2, "float16": 1e-2, "float64": 1e-9}
+
+
+@dataclass
+class Finding:
+    """One thing an oracle flagged.
+
+    ``oracle``: which oracle; ``kind``: exception type, signal, or the kind of mismatch;
+    ``message``: one line for a human; ``call``: index of the call (None: whole
+    program); ``details``: longer text (traceback, stderr tail, diff); ``signature``:
+    the deduplication key.
+    """
+
+    oracle: str
+    kind: str
+    message: str
+    call: int | None = None
+    details: str = ""
+    signature: str = field(default="")
+
+    def __post_init__(self):
+        if not self.signature:
+            self.signature = f"{self.oracle}: {self.kind}: {normalize(self.message)}"
+
+
+_PATTERNS = [
+    (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
+    (re.compile(r"/tmp/[^\s'\":]+"), "/tmp/?"),
+    (re.compile(r"\b[a-z0-9]+\[[0-9,\s]*\]"), "T[…]"),  # f32[4,8]
+    (re.compile(r"'[^']*'"), "'…'"),
+    (re.compile(r"\"[^\"]*\""), '"…"'),
+    (re.compile(r"frozenset\(\{[^}]*\}\)"), "frozenset(…)"),
+    (re.compile(r"\{[^{}]*\}"), "{…}"),
+    (re.compile(r"\((?:[^()]*)\)"), "(…)"),
+    (re.compile(r"\b[avgf]\d+\b"), "v"),  # shardfuzz variable / function names
+    (re.compile(r"\d+"), "N"),
+    (re.compile(r"\s+"), " "),
+]
+
+
+def normalize(message: str, limit: int = 160) -> str:
+    """The first line of a message with addresses, paths, shapes, names and numbers blanked.
+
+    Two messages that differ only in those are the same bug for deduplication.
+    """
+    lines = [ln for ln in message.strip().splitlines() if ln.strip()]
+    text = lines[0] if lines else ""
+    for pat, rep in _PATTERNS:
+        text = pat.sub(rep, text)
+    return text.strip()[:limit]
+
+
+def close(actual: np.ndarray, expected: np.ndarray) -> bool:
+    """Whether two arrays agree within the dtype's tolerance (NaN equals NaN)."""
+    if actual.shape != expected.shape:
+        return False
+    tol = TOLERANCE.get(str(expected.dtype), 1e-3)
+    exp = np.asarray(expected, dtype=np.float64)
+    act = np.asarray(actual, dtype=np.float64)
+    finite = np.abs(exp[np.isfinite(exp)])
+    scale = max(1.0, float(finite.max())) if finite.size else 1.0
+    return bool(np.allclose(act, exp, rtol=tol, atol=tol * scale, equal_nan=True))
+
+
+def call_label(call: dict) -> str:
+    """``jit(shard_map(f))`` for a call, with the function name blanked."""
+    expr = "f"
+    for t in reversed(call["transforms"]):
+        name = t["kind"]
+        if t["kind"] == "vmap" and t.get("spmd_axis_name"):
+            name = "vmap[spmd]"
+        expr = f"{name}({expr})"
+    return expr

@@ -1,0 +1,39 @@
+"""Metamorphic oracle: calls of one function under wrappings that cannot change values agree.
+
+Wrappings are equivalent when they differ only by ``jit`` and by vmap's
+``spmd_axis_name`` (which only adds a mesh axis to the batching of shardings: the
+``jax.vmap`` docstring). ``check_vma`` can change values (gradients of unvarying values
+are summed over devices with the check on), so it is not an equivalence.
+"""
+from __future__ import annotations
+
+import json
+
+from oracles.common import Finding, call_label, close
+
+
+def equivalence_key(call: dict) -> str:
+    """Calls with the same key must return the same values."""
+    chain = [{**t, "spmd_axis_name": None} if t["kind"] == "vmap" else t
+             for t in call["transforms"] if t["kind"] != "jit"]
+    return json.dumps([call["function"], call["args"], chain], sort_keys=True)
+
+
+def judge(program: dict, outcome: dict) -> list:
+    """A finding for each successful call that disagrees with the first equivalent one."""
+    found = []
+    first: dict = {}
+    for k, (call, got) in enumerate(zip(program["calls"], outcome["calls"])):
+        if not got["ok"]:
+            continue
+        key = equivalence_key(call)
+        if key not in first:
+            first[key] = k
+            continue
+        j = first[key]
+        a, b = outcome["calls"][j]["outputs"], got["outputs"]
+        if len(a) != len(b) or not all(close(y, x) for x, y in zip(a, b)):
+            found.append(Finding("metamorphic", "disagree",
+                                 f"{call_label(program['calls'][j])} and {call_label(call)} disagree", k,
+                                 f"call {j} and call {k} of one function differ"))
+    return found
