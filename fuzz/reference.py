@@ -22,7 +22,6 @@ enclosing vmap axes) is one array of shape ``(size_1, ..., size_k) + shape``.
 """
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -48,6 +47,7 @@ class Reference:
         import jax.numpy as jnp
 
         self.jax, self.jnp = jax, jnp
+        self.xp = np  # NumPy outside grad (no compilation); jax.numpy inside jax.grad
         self.p = program
         self.log: dict = {}
 
@@ -59,10 +59,12 @@ class Reference:
             return x
         sizes = tuple(a.size for a in ctx.axes)
         x = x.reshape(x.shape[:k] + (1,) * (K - k) + x.shape[k:])
-        return self.jnp.broadcast_to(x, sizes + x.shape[K:])
+        return self.xp.broadcast_to(x, sizes + x.shape[K:])
 
     def _record(self, tag: str, x) -> None:
-        vals = np.asarray(self.jax.lax.stop_gradient(x), dtype=np.float64).ravel()
+        if self.xp is not np:
+            x = self.jax.lax.stop_gradient(x)
+        vals = np.asarray(x, dtype=np.float64).ravel()
         self.log.setdefault(tag, []).append(vals)
 
     # ------------------------------------------------------------------ functions
@@ -102,49 +104,50 @@ class Reference:
 
     # ------------------------------------------------------------------ transforms
     def shard_map(self, t, rest, fn, ctx, inner_ctx, xs, inner_ts, env):
-        jnp = self.jnp
+        xp = self.xp
         K = len(ctx.axes)
         new = inner_ctx.axes[K:]
-        sizes = [a.size for a in new]
-        pos = {a.name: i for i, a in enumerate(new)}
-        coords = list(itertools.product(*[range(s) for s in sizes]))
-
-        def block_slices(coord, spec, shape):
-            out = []
-            for dim, entry in zip(shape, spec):
-                if not entry:
-                    out.append(slice(None))
-                    continue
-                n = math.prod(inner_ctx.mesh[a] for a in entry)
-                idx = 0
-                for a in entry:  # major to minor
-                    idx = idx * inner_ctx.mesh[a] + coord[pos[a]]
-                b = dim // n
-                out.append(slice(idx * b, (idx + 1) * b))
-            return tuple(out)
-
+        L = len(new)
+        slot = {a.name: K + i for i, a in enumerate(new)}
+        mesh = inner_ctx.mesh
         inner_xs = []
         for x, spec in zip(xs, t["in_specs"]):
-            payload = x.shape[K:]
-            blocks = [x[(slice(None),) * K + block_slices(c, spec, payload)] for c in coords]
-            stacked = jnp.stack(blocks, axis=K)
-            inner_xs.append(stacked.reshape(x.shape[:K] + tuple(sizes) + stacked.shape[K + 1:]))
+            # one singleton slot per new named axis; then, last dim first, split each dim
+            # (major to minor) and swap its pieces into the slots of their mesh axes
+            y = x.reshape(x.shape[:K] + (1,) * L + x.shape[K:])
+            for d in reversed(range(len(spec))):
+                names = spec[d] or []
+                if not names:
+                    continue
+                pos = K + L + d
+                n = y.shape[pos]
+                pieces = tuple(mesh[a] for a in names)
+                y = y.reshape(y.shape[:pos] + pieces + (n // math.prod(pieces),) + y.shape[pos + 1:])
+                for i, a in enumerate(names):
+                    y = xp.swapaxes(y, pos + i, slot[a])
+                y = y.reshape(y.shape[:pos] + y.shape[pos + len(names):])
+            inner_xs.append(xp.broadcast_to(y, x.shape[:K] + tuple(a.size for a in new) + y.shape[K + L:]))
         outs, out_ts = self.call(rest, fn, inner_ctx, inner_xs, inner_ts, env)
         results = []
         for r, spec in zip(outs, t["out_specs"]):
-            block = r.shape[K + len(new):]
-            glob = tuple(d * T.spec_size(s, inner_ctx.mesh) for d, s in zip(block, spec))
             named = {a for s in spec if s for a in s}
-            out = jnp.zeros(r.shape[:K] + glob, r.dtype)
-            for c in coords:
-                if any(c[pos[a.name]] != 0 for a in new if a.name not in named):
+            # an axis the output does not name contributes its index-0 copy
+            y = r[tuple(slice(None) if (j < K or new[j - K].name in named) else slice(0, 1) for j in range(K + L))]
+            for d in reversed(range(len(spec))):
+                names = spec[d] or []
+                if not names:
                     continue
-                out = out.at[(slice(None),) * K + block_slices(c, spec, glob)].set(r[(slice(None),) * K + c])
-            results.append(out)
+                pos = K + L + d
+                y = y.reshape(y.shape[:pos] + (1,) * len(names) + y.shape[pos:])
+                for i, a in enumerate(names):
+                    y = xp.swapaxes(y, pos + i, slot[a])
+                m = len(names)
+                y = y.reshape(y.shape[:pos] + (math.prod(y.shape[pos:pos + m + 1]),) + y.shape[pos + m + 1:])
+            results.append(y.reshape(y.shape[:K] + y.shape[K + L:]))
         return results, out_ts
 
     def vmap(self, t, rest, fn, ctx, inner_ctx, xs, inner_ts, env):
-        jnp = self.jnp
+        jnp = self.xp
         K = len(ctx.axes)
         b = inner_ctx.axes[-1].size
         inner_xs = []
@@ -183,14 +186,20 @@ class Reference:
             loss_info["type"] = out_ts[0]
             return one_copy(outs[0], out_ts[0].vma).sum(), outs[0]
 
-        grads, loss = jax.grad(F, argnums=tuple(range(len(argnums))), has_aux=True)(*reduced)
-        grads = [jnp.broadcast_to(g, xs[i].shape) for g, i in zip(grads, argnums)]
+        outer_xp, self.xp = self.xp, jnp
+        try:
+            grads, loss = jax.grad(F, argnums=tuple(range(len(argnums))), has_aux=True)(*reduced)
+        finally:
+            self.xp = outer_xp
+        if outer_xp is np:
+            grads, loss = [np.asarray(g) for g in grads], np.asarray(loss)
+        grads = [outer_xp.broadcast_to(g, xs[i].shape) for g, i in zip(grads, argnums)]
         value = [loss] if t["kind"] == "value_and_grad" else []
         return value + grads, [loss_info["type"]]
 
     # ------------------------------------------------------------------ primitives
     def primitive(self, e: dict, xs: list, ts: list, ctx: T.Ctx) -> list:
-        jnp = self.jnp
+        jnp = self.xp
         op = e["op"]
         K = len(ctx.axes)
         x = xs[0]
@@ -228,14 +237,14 @@ class Reference:
         if op == "io_callback":
             self._record(e["tag"], x)
             if e["returns"]:
-                return [jax_stop(self.jax, x) if e["stop_gradient"] else x]
+                return [self.jax.lax.stop_gradient(x) if self.xp is not np else x]
             return []
         if op in T.COLLECTIVES:
             return [self.collective(e, x, ctx)]
         raise T.ProgramError(f"unknown primitive {op!r}")
 
     def collective(self, e: dict, x, ctx: T.Ctx):
-        jnp = self.jnp
+        jnp = self.xp
         op = e["op"]
         K = len(ctx.axes)
         names = e["axes"]
@@ -244,7 +253,7 @@ class Reference:
             f = {"psum": jnp.sum, "pmax": jnp.max, "pmin": jnp.min, "pmean": jnp.mean}[op]
             return jnp.broadcast_to(f(x, axis=js, keepdims=True), x.shape)
         if op == "axis_index":
-            idx = jnp.zeros((1,) * x.ndim, jnp.int32)
+            idx = jnp.zeros((1,) * x.ndim, np.int32)
             for j in js:  # linear index, first name major
                 shape = [1] * x.ndim
                 shape[j] = ctx.axes[j].size
@@ -281,7 +290,7 @@ class Reference:
     # ------------------------------------------------------------------ entry
     def evaluate(self) -> dict:
         ctx = T.root_ctx(self.p)
-        inputs = {i["name"]: self.jnp.asarray(make_input(i["seed"], i["shape"])) for i in self.p["inputs"]}
+        inputs = {i["name"]: make_input(i["seed"], i["shape"]) for i in self.p["inputs"]}
         in_types = T.input_types(self.p)
         env = {n: (x, in_types[n], 0) for n, x in inputs.items()}
         results, callbacks = [], []
@@ -293,10 +302,6 @@ class Reference:
             results.append([np.asarray(o) for o in outs])
             callbacks.append({tag: np.unique(np.concatenate(v)) for tag, v in self.log.items()})
         return {"results": results, "callbacks": callbacks}
-
-
-def jax_stop(jax, x):
-    return jax.lax.stop_gradient(x)
 
 
 def evaluate(program: dict) -> dict:
