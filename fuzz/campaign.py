@@ -27,6 +27,7 @@ from oracles.common import Finding
 from strategies.programs import programs
 
 ROUND = 100  # Hypothesis examples per round (a round ends early when a finding is shrunk)
+SHRINK_BUDGET = 30.0  # seconds of shrinking per distinct finding; then the smallest so far is kept
 
 
 class _Found(Exception):
@@ -97,6 +98,7 @@ class Campaign:
         self.records: dict = {}
         self.known: set = set()
         self.target: str | None = None
+        self.target_start = 0.0
         self.cache: dict = {}
         self.start = 0.0
         self.stopped = False
@@ -145,7 +147,8 @@ class Campaign:
             feats, depth = F.features(program)
             self.stats.features.update(feats)
             self.stats.depths[depth] += 1
-        elif now > self.start + self.seconds + self.shrink_seconds and key not in self.cache:
+        elif key not in self.cache and (now > self.start + self.seconds + self.shrink_seconds
+                                        or now > self.target_start + SHRINK_BUDGET):
             return  # out of shrinking time: only replay what is known
         if key not in self.cache:
             self.cache[key] = self.run_program(program)
@@ -153,6 +156,7 @@ class Campaign:
         new = [f for f in self.cache[key] if f.signature not in self.known]
         if new and self.target is None:
             self.target = new[0].signature
+            self.target_start = now
         hit = [f for f in new if f.signature == self.target]
         if hit:
             rec = self.records[self.target]

@@ -68,6 +68,7 @@ class Worker:
         flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
         env["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={self.n_devices}"])
         env["JAX_PLATFORMS"] = "cpu"
+        env["JAX_TRACEBACK_FILTERING"] = "off"  # keep JAX's own frames: they locate message-less errors
         env["PYTHONHASHSEED"] = str(self.hash_seed) if self.hash_seed is not None else "random"
         env.pop("PYTHONPATH", None)  # the worker must not see shardfuzz
         self.stderr = tempfile.TemporaryFile()

@@ -297,8 +297,13 @@ def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
         return list(results)
     if kind in ("grad", "value_and_grad"):
         _require(len(results) == 1 and results[0].shape == (), "grad needs exactly one scalar result")
-        grads = [args[i] for i in t["argnums"]]
-        return ([results[0]] if kind == "value_and_grad" else []) + grads
+        loss = results[0]
+        # Along a manual axis with check_vma=True the gradient of an unvarying argument is
+        # summed over the axis (unvarying); along vmap axes and unchecked manual axes each
+        # index has its own gradient, which varies wherever the loss does.
+        independent = frozenset(a.name for a in outer.axes if a.kind == "vmap" or not a.check_vma)
+        grads = [Ty(args[i].shape, args[i].vma | (loss.vma & independent)) for i in t["argnums"]]
+        return ([loss] if kind == "value_and_grad" else []) + grads
     if kind == "shard_map":
         mine = inner.manual - outer.manual
         _require(len(t["out_specs"]) == len(results), "out_specs and results differ in length")

@@ -34,6 +34,7 @@ class Finding:
 
 
 _PATTERNS = [
+    (re.compile(r"\b([Pp]rimitive) \w+"), r"\1 …"),  # "Primitive add requires ..." is one bug for any primitive
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
     (re.compile(r"/tmp/[^\s'\":]+"), "/tmp/?"),
     (re.compile(r"\b[a-z0-9]+\[[0-9,\s]*\]"), "T[…]"),  # f32[4,8]

@@ -5,7 +5,20 @@ construction (fuzz/typecheck.py), so every exception is a finding until triaged.
 """
 from __future__ import annotations
 
+import re
+
 from oracles.common import Finding, call_label
+
+_FRAME = re.compile(r'File "([^"]*)", line \d+, in (\S+)')
+
+
+def raise_site(traceback_text: str) -> str:
+    """``jax/_src/module.py in function`` of the innermost frame inside JAX ('' if none)."""
+    sites = [(f, fn) for f, fn in _FRAME.findall(traceback_text) if "/jax/" in f or "/jaxlib/" in f]
+    if not sites:
+        return ""
+    path, func = sites[-1]
+    return f"{path[path.rfind('/jax'):].lstrip('/')} in {func}"
 
 
 def judge(program: dict, outcome: dict) -> list:
@@ -18,6 +31,7 @@ def judge(program: dict, outcome: dict) -> list:
         if not c["ok"]:
             e = c["error"]
             label = call_label(program["calls"][k])
-            found.append(Finding("internal-error", e["type"], e["message"] or label, k,
-                                 f"{label}\n{e['traceback']}"))
+            # a message-less error (a bare assert) is located by where JAX raised it
+            message = e["message"] or f"raised in {raise_site(e['traceback']) or 'an unknown place'}"
+            found.append(Finding("internal-error", e["type"], message, k, f"{label}\n{e['traceback']}"))
     return found

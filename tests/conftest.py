@@ -1,0 +1,31 @@
+"""Test setup: 8 fake host CPU devices (set before JAX is imported) and Hypothesis profiles.
+
+Profiles: ``dev`` (default, quick and derandomized so that CI is repeatable) and ``long``
+(``pytest --hypothesis-profile=long``: a long randomized campaign, with the example
+database in ``.hypothesis/``).
+"""
+import os
+
+os.environ["XLA_FLAGS"] = " ".join(
+    [f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f]
+    + ["--xla_force_host_platform_device_count=8"])
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile("dev", max_examples=25, deadline=None, derandomize=True, database=None,
+                          suppress_health_check=list(HealthCheck), print_blob=True)
+settings.register_profile("long", max_examples=2000, deadline=None,
+                          suppress_health_check=list(HealthCheck), print_blob=True)
+settings.load_profile("dev")  # --hypothesis-profile=... overrides this
+
+
+@pytest.fixture(scope="session")
+def worker():
+    """One JAX worker process for the whole session (restarted by the tests that kill it)."""
+    from fuzz.execute import Worker
+
+    w = Worker()
+    yield w
+    w.kill()

@@ -1,0 +1,37 @@
+"""Hand-built programs for the tests (small, readable, each with a known answer)."""
+import copy
+
+
+def program(mesh=((("x", 4),)), inputs=(), functions=None, calls=(), axis_type="auto"):
+    names = [n for n, _ in mesh]
+    sizes = [s for _, s in mesh]
+    return {"format": "shardfuzz-program", "version": 1,
+            "mesh": {"axis_names": names, "axis_sizes": sizes, "axis_type": axis_type},
+            "inputs": [dict(name=n, shape=list(s), dtype="float32", spec=None, seed=seed)
+                       for n, s, seed in inputs],
+            "functions": copy.deepcopy(functions or {}), "calls": list(calls)}
+
+
+def fn(params, eqns, results):
+    return {"params": list(params), "eqns": list(eqns), "results": list(results)}
+
+
+def eqn(op, args, outs, **params):
+    return {"op": op, "args": list(args), "outs": list(outs), **params}
+
+
+def shard_map(in_specs, out_specs, check_vma=True, axis_names=None):
+    return {"kind": "shard_map", "in_specs": in_specs, "out_specs": out_specs, "check_vma": check_vma,
+            "axis_names": axis_names}
+
+
+def vmap(in_axes, out_axes, axis_name=None, spmd_axis_name=None):
+    return {"kind": "vmap", "in_axes": in_axes, "out_axes": out_axes, "axis_name": axis_name,
+            "spmd_axis_name": spmd_axis_name}
+
+
+def call(function, transforms, args):
+    return {"function": function, "transforms": transforms, "args": list(args)}
+
+
+JIT = {"kind": "jit"}

@@ -1,0 +1,41 @@
+"""The shardfuzz command line, run as a user would (a subprocess)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def shardfuzz(*args, cwd=None, timeout=600):
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    return subprocess.run([sys.executable, "-m", "fuzz", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd, env=env)
+
+
+def test_run_writes_a_report(tmp_path):
+    report = tmp_path / "r.json"
+    r = shardfuzz("run", "--max-examples", "4", "--seed", "3", "--report", str(report), "--database", "",
+                  cwd=tmp_path)
+    assert r.returncode in (0, 1), r.stderr
+    data = json.loads(report.read_text())
+    for key in ("jax_version", "seconds", "programs", "rejected", "findings", "features", "depth_histogram"):
+        assert key in data
+    assert data["generated"] == 4 and data["programs"] >= 4
+    assert (r.returncode == 1) == bool(data["findings"])
+    for f in data["findings"]:
+        assert {"signature", "oracle", "message", "program"} <= set(f)
+    assert "programs in" in r.stderr
+
+
+@pytest.mark.parametrize("args, words", [
+    (["run", "--report", "/nonexistent-dir/r.json"], "not a writable directory"),
+    (["run", "--python", "/nonexistent/python", "--max-examples", "1"], "cannot start worker"),
+    (["run", "--time", "-3"], "Invalid value"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
+    r = shardfuzz(*args, cwd=tmp_path, timeout=300)
+    assert r.returncode == 2
+    assert words in r.stderr
+    if "Invalid value" not in words:
+        assert len(r.stderr.strip().splitlines()) <= 2, r.stderr  # the message (and a status line)

@@ -1,0 +1,150 @@
+"""Each oracle fires on a program built to fail it and stays quiet on a correct one.
+
+The programs run for real in the JAX worker; a failure is made by handing the oracle
+a perturbed reference (JAX itself is not wrong on these), or by a source that aborts.
+"""
+import copy
+import textwrap
+
+import numpy as np
+
+import oracles
+from fuzz.reference import evaluate
+from fuzz.render import render
+from helpers import JIT, call, eqn, fn, program, shard_map, vmap
+from oracles.common import Finding, normalize
+
+
+def run(worker, p):
+    out = worker.run(render(p, worker.caps), timeout=120)
+    assert out["status"] == "ok", out
+    return out
+
+
+def psum_program():
+    body = fn(["a"], [eqn("psum", ["a"], ["v"], axes=["x"]),
+                      eqn("io_callback", ["v"], [], tag="cb1", ordered=False, returns=False, stop_gradient=False)],
+              ["v"])
+    return program(inputs=[("x0", (8,), 1)], functions={"f0": body},
+                   calls=[call("f0", [JIT, shard_map([[["x"]]], [[None]])], ["x0"]),
+                          call("f0", [shard_map([[["x"]]], [[None]])], ["x0"])])
+
+
+def test_correct_program_has_no_findings(worker):
+    p = psum_program()
+    assert oracles.judge(p, run(worker, p), evaluate(p)) == []
+
+
+def test_differential_fires_on_wrong_value(worker):
+    p = psum_program()
+    ref = evaluate(p)
+    ref["results"][0][0] = ref["results"][0][0] + 0.5
+    found = oracles.judge(p, run(worker, p), ref)
+    assert [(f.oracle, f.kind, f.call) for f in found] == [("differential", "wrong-value", 0)]
+
+
+def test_differential_fires_on_wrong_shape(worker):
+    p = psum_program()
+    ref = evaluate(p)
+    ref["results"][1][0] = ref["results"][1][0][:1]
+    assert [f.kind for f in oracles.judge(p, run(worker, p), ref)] == ["wrong-shape"]
+
+
+def test_callbacks_oracle_fires_on_other_values(worker):
+    p = psum_program()
+    ref = evaluate(p)
+    ref["callbacks"][0]["cb1"] = ref["callbacks"][0]["cb1"] + 1.0
+    found = oracles.judge(p, run(worker, p), ref)
+    assert [(f.oracle, f.call) for f in found] == [("callbacks", 0)]
+
+
+def test_callbacks_oracle_fires_when_a_callback_never_ran(worker):
+    p = psum_program()
+    ref = evaluate(p)
+    ref["callbacks"][1]["cb9"] = np.array([1.0])
+    assert [f.kind for f in oracles.judge(p, run(worker, p), ref)] == ["not-called"]
+
+
+def test_metamorphic_fires_when_equivalent_calls_disagree(worker):
+    p = psum_program()
+    out = run(worker, p)
+    assert oracles.metamorphic.judge(p, out) == []
+    out["calls"][1]["outputs"][0] = out["calls"][1]["outputs"][0] * 2 + 1
+    assert [f.oracle for f in oracles.metamorphic.judge(p, out)] == ["metamorphic"]
+
+
+def test_metamorphic_does_not_pair_check_vma_variants():
+    p = psum_program()
+    a, b = copy.deepcopy(p["calls"][0]), copy.deepcopy(p["calls"][0])
+    b["transforms"][1]["check_vma"] = False
+    key = oracles.metamorphic.equivalence_key
+    assert key(a) != key(b)
+    assert key(a) == key({**a, "transforms": a["transforms"][1:]})  # jit is an equivalence
+    with_spmd = {**a, "transforms": [vmap([0], [0], spmd_axis_name="x")] + a["transforms"]}
+    without = {**a, "transforms": [vmap([0], [0])] + a["transforms"]}
+    assert key(with_spmd) == key(without)  # so is spmd_axis_name
+
+
+def test_internal_error_fires_when_jax_raises(worker):
+    body = fn(["a"], [eqn("sin", ["a"], ["v"])], ["v"])
+    p = program(inputs=[("x0", (8,), 1)], functions={"f0": body},
+                calls=[call("f0", [shard_map([[["x"]]], [[None]])], ["x0"])])  # hand-broken: omits a varying axis
+    out = worker.run(_broken_source(worker), timeout=120)
+    found = oracles.judge(p, out, None)
+    assert [f.oracle for f in found] == ["internal-error"]
+    assert "out_specs" in found[0].message or "replicat" in found[0].message
+
+
+def _broken_source(worker):
+    good = program(inputs=[("x0", (8,), 1)], functions={"f0": fn(["a"], [eqn("sin", ["a"], ["v"])], ["v"])},
+                   calls=[call("f0", [shard_map([[["x"]]], [[["x"]]])], ["x0"])])
+    src = render(good, worker.caps)
+    assert "out_specs=(P('x'),)" in src
+    return src.replace("out_specs=(P('x'),)", "out_specs=(P(),)")
+
+
+ABORT = textwrap.dedent('''
+    import os
+    import contextlib
+    mesh_context = contextlib.nullcontext
+    CALLBACK_LOG = []
+    def boom():
+        os.abort()
+    CALLS = [("boom", boom, ())]
+''')
+
+
+def test_crash_oracle_fires_and_worker_recovers(worker):
+    out = worker.run(ABORT, timeout=60)
+    assert out["status"] == "crash" and out["signal"] == "SIGABRT"
+    p = psum_program()
+    [f] = oracles.judge(p, out, None)
+    assert (f.oracle, f.kind) == ("crash", "SIGABRT")
+    assert oracles.judge(p, run(worker, p), evaluate(p)) == []  # a fresh worker took over
+
+
+def test_hang_oracle_fires_after_the_time_limit(worker):
+    src = ABORT.replace("os.abort()", "import time; time.sleep(600)")
+    out = worker.run(src, timeout=3)
+    assert out["status"] == "hang"
+    [f] = oracles.judge(psum_program(), out, None)
+    assert f.oracle == "hang"
+
+
+def test_signature_ignores_names_numbers_and_addresses():
+    a = Finding("internal-error", "ValueError", "Primitive add requires varying manual axes to match, but got "
+                "[frozenset({'y', 'x'}), frozenset({'y'})] at 0x7f3a for v12")
+    b = Finding("internal-error", "ValueError", "Primitive add requires varying manual axes to match, but got "
+                "[frozenset({'x'}), frozenset({'z', 'x'})] at 0x55aa for v3")
+    c = Finding("internal-error", "ValueError", "Primitive mul requires varying manual axes to match, but got []")
+    assert a.signature == b.signature != c.signature
+    assert normalize("Check failed: f32[4,8] 'abc' 12") == "Check failed: T[…] '…' N"
+
+
+def test_crash_signature_uses_the_fatal_line():
+    stderr = ("W0000 00:00:1 123 foo.cc:1] noise\n"
+              "F0000 00:00:1700000000.123456 4242 pjrt_client.cc:99] Check failed: layout != nullptr (0x1 vs 0x2)\n"
+              "Fatal Python error: Aborted\n")
+    [f] = oracles.crash.judge({}, {"status": "crash", "signal": "SIGABRT", "stderr": stderr})
+    assert f.message.startswith("Check failed: layout != nullptr")
+    assert "pjrt_client.cc" not in f.signature and "0x1" not in f.signature
