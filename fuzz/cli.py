@@ -35,11 +35,14 @@ def main() -> None:
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
               help="Write the JSON report here.")
 @click.option("--python", "python", default=None, help="Interpreter whose JAX the workers use.")
+@click.option("--jax-version", default=None, help="Fuzz this released JAX (X.Y.Z) in a cached venv.")
+@click.option("--determinism/--no-determinism", default=True, show_default=True,
+              help="Lower every program in a second process with another hash seed and compare.")
 @click.option("--database", default=".shardfuzz/examples", show_default=True,
               help="Hypothesis example database directory ('' for none).")
 @click.option("--timeout", type=click.FloatRange(min=1), default=None,
               help="Seconds a program may run before it is a hang (default: scaled to the program).")
-def run(seconds, max_examples, seed, report_path, python, database, timeout):
+def run(seconds, max_examples, seed, report_path, python, jax_version, determinism, database, timeout):
     """Run a fuzzing campaign against JAX on 8 host CPU devices."""
     from rich.console import Console
 
@@ -52,10 +55,20 @@ def run(seconds, max_examples, seed, report_path, python, database, timeout):
     from fuzz.campaign import Campaign
     from fuzz.execute import WorkerError
 
-    with console.status("starting a JAX worker…"):
+    if jax_version and python:
+        _fail("give either --python or --jax-version, not both")
+    if jax_version:
+        from fuzz.provision import ProvisionError, interpreter
+
+        try:
+            with console.status(f"preparing a venv with JAX {jax_version}…"):
+                python = interpreter(jax_version, log=console.print)
+        except ProvisionError as e:
+            _fail(str(e))
+    with console.status("starting JAX workers…"):
         try:
             campaign = Campaign(seconds=seconds, max_examples=max_examples, seed=seed, python=python,
-                                database=database or None, timeout=timeout)
+                                database=database or None, timeout=timeout, determinism=determinism)
         except WorkerError as e:
             _fail(f"{e} Pass --python with an interpreter that has jax installed.")
     console.print(f"shardfuzz: JAX {campaign.caps['jax_version']} (jaxlib {campaign.caps['jaxlib_version']}), "
@@ -90,7 +103,7 @@ def _run_with_progress(campaign, console, seconds, max_examples) -> dict:
             console.print("interrupted: writing what was found so far")
             report = campaign.report()
         finally:
-            campaign.worker.kill()
+            campaign.close()
         update(campaign)
     return report
 

@@ -109,48 +109,70 @@ class Worker:
         self.stderr.seek(max(start, end - limit))
         return self.stderr.read().decode(errors="replace")
 
-    def run(self, source: str, timeout: float, lower: bool = False) -> dict:
+    def run(self, source: str, timeout: float, lower: bool | str = False) -> dict:
         """Run one rendered program. Returns an outcome dict:
 
         ``status``: "ok" (``calls`` as in fuzz/worker.py, arrays decoded), "crash"
         (``signal``, ``returncode``, ``stderr``) or "hang" (killed after ``timeout``
-        seconds); ``seconds``: wall time in the worker. After a crash or hang the worker
-        is restarted, so the next run starts fresh.
+        seconds); ``wall``: seconds. ``lower``: False, "after" (execute, then lower
+        every call twice: before and after ``jax.clear_caches()``) or "only" (lower
+        every call, execute nothing). After a crash or hang the worker is restarted.
         """
+        self.submit(source, lower)
+        return self.collect(timeout)
+
+    def submit(self, source: str, lower: bool | str = False) -> None:
+        """Send a program without waiting for it (see :meth:`run`); :meth:`collect` gets the outcome."""
         self.programs_run += 1
         self.stderr.seek(0, os.SEEK_END)
-        mark = self.stderr.tell()
-        req = {"id": self.programs_run, "source": source, "lower": lower}
-        start = time.perf_counter()
+        self._mark = self.stderr.tell()
+        self._req_id = self.programs_run
+        self._start_time = time.perf_counter()
         try:
-            self.proc.stdin.write((json.dumps(req) + "\n").encode())
+            self.proc.stdin.write((json.dumps({"id": self._req_id, "source": source, "lower": lower}) + "\n").encode())
             self.proc.stdin.flush()
-            reply = self._next(timeout)
-            while isinstance(reply, dict) and reply.get("id") != req["id"]:  # a stale reply: skip it
-                reply = self._next(timeout)
+            self._sent = True
         except (BrokenPipeError, OSError):
-            reply = None
-        wall = time.perf_counter() - start
+            self._sent = False
+
+    def collect(self, timeout: float) -> dict:
+        """The outcome of the program last submitted (see :meth:`run`)."""
+        reply = None
+        if self._sent:
+            deadline = self._start_time + timeout
+            reply = self._next(max(0.0, deadline - time.perf_counter()))
+            while isinstance(reply, dict) and reply.get("id") != self._req_id:  # a stale reply: skip it
+                reply = self._next(max(0.0, deadline - time.perf_counter()))
+        wall = time.perf_counter() - self._start_time
         if reply == "timeout":
-            tail = self.stderr_tail(mark)
-            self.kill()
-            self._start()
-            return {"status": "hang", "seconds": wall, "timeout": timeout, "stderr": tail}
+            tail = self.stderr_tail(self._mark)
+            self.restart()
+            return {"status": "hang", "wall": wall, "timeout": timeout, "stderr": tail}
         if reply is None:
             try:
                 rc = self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 rc = None
-            tail = self.stderr_tail(mark)
-            self.kill()
-            self._start()
-            return {"status": "crash", "seconds": wall, "returncode": rc, "signal": signal_name(rc), "stderr": tail}
+            tail = self.stderr_tail(self._mark)
+            self.restart()
+            return {"status": "crash", "wall": wall, "returncode": rc, "signal": signal_name(rc), "stderr": tail}
         for c in reply.get("calls", []):
             c["outputs"] = [decode(o) for o in c["outputs"]]
             c["callbacks"] = {t: decode(v) for t, v in c["callbacks"].items()}
         reply["status"] = "ok"
         reply["wall"] = wall
         return reply
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the worker process in bytes (0 if unknown)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) * 1024
+        except (OSError, AttributeError):
+            pass
+        return 0
 
     def kill(self) -> None:
         """Kill the worker's whole process group and reap it."""

@@ -27,6 +27,7 @@ class Finding:
     call: int | None = None
     details: str = ""
     signature: str = field(default="")
+    history: list = field(default_factory=list)  # sources of earlier programs a crash needs
 
     def __post_init__(self):
         if not self.signature:
