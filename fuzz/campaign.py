@@ -10,27 +10,20 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections import Counter, deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 
 from hypothesis import HealthCheck, Verbosity, given, seed, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Flaky
 
-import oracles
 from fuzz import features as F
-from fuzz.execute import Worker
-from fuzz.reference import evaluate
 from fuzz.render import render
-from fuzz.typecheck import ProgramError, check_program
+from fuzz.runner import Runner
 from oracles.common import Finding
 from strategies.programs import programs
 
 ROUND = 100  # Hypothesis examples per round (a round ends early when a finding is shrunk)
 SHRINK_BUDGET = 30.0  # seconds of shrinking per distinct finding; then the smallest so far is kept
-HISTORY = 6  # earlier programs kept per worker, to find the shortest history a crash needs
-RECYCLE_PROGRAMS = 400  # a worker is restarted after this many programs...
-RECYCLE_BYTES = 6 << 30  # ...or once its resident memory exceeds this (bytes)
 
 
 class _Found(Exception):
@@ -40,15 +33,6 @@ class _Found(Exception):
 def program_key(program: dict) -> str:
     """A stable hash of a program (for caching and file names)."""
     return hashlib.sha256(json.dumps(program, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def default_timeout(program: dict) -> float:
-    """Seconds a program may take before it counts as a hang: 30 s plus 15 s per call.
-
-    Generous on purpose: the first compile of a program on a loaded 2-core machine
-    can take several seconds, and a slow compile is not a hang.
-    """
-    return 30.0 + 15.0 * len(program["calls"])
 
 
 @dataclass
@@ -62,20 +46,8 @@ class Record:
     first_seconds: float = 0.0  # seconds into the campaign when first seen
 
 
-@dataclass
-class Stats:
-    programs: int = 0          # programs executed (shrinking included)
-    generated: int = 0         # programs drawn fresh (not shrink steps)
-    rejected: int = 0          # programs on which JAX raised (internal-error findings)
-    invalid: int = 0           # programs our own type checker or reference refused: generator bugs
-    worker_seconds: float = 0.0
-    reference_seconds: float = 0.0
-    features: Counter = field(default_factory=Counter)
-    depths: Counter = field(default_factory=Counter)
-
-
 class Campaign:
-    """One campaign against one worker.
+    """One campaign against one JAX (a :class:`fuzz.runner.Runner`).
 
     ``seconds``: generation stops after this much wall time (shrinking of a finding in
     progress may take up to ``shrink_seconds`` more); ``max_examples``: or after this
@@ -92,17 +64,12 @@ class Campaign:
         self.seconds = seconds
         self.max_examples = max_examples
         self.seed = seed
-        self.timeout = timeout
         self.shrink_seconds = shrink_seconds
         self.on_progress = on_progress or (lambda c: None)
-        self.source_hook = source_hook or (lambda src: src)  # tests inject faults through it
-        self.worker = Worker(python=python, hash_seed=0)
-        # determinism: a second process with another hash seed lowers every program too
-        self.lowerer = Worker(python=python, hash_seed=1) if determinism else None
-        self.caps = self.worker.caps
-        self.history: deque = deque(maxlen=HISTORY)
+        self.runner = Runner(python=python, determinism=determinism, timeout=timeout, source_hook=source_hook)
+        self.caps = self.runner.caps
+        self.stats = self.runner.stats
         self.db = DirectoryBasedExampleDatabase(database) if database else None
-        self.stats = Stats()
         self.records: dict = {}
         self.known: set = set()
         self.target: str | None = None
@@ -113,91 +80,17 @@ class Campaign:
 
     # ----------------------------------------------------------------- one program
     def run_program(self, program: dict) -> list:
-        """Execute and judge one program; returns its findings (list of Finding)."""
-        self.stats.programs += 1
-        try:
-            check_program(program)
-            source = render(program, self.caps)
-        except (ProgramError, ValueError) as e:
-            self.stats.invalid += 1
-            return [Finding("generator", type(e).__name__, str(e))]
-        source = self.source_hook(source)
-        timeout = self.timeout or default_timeout(program)
-        t0 = time.perf_counter()
-        if self.lowerer is not None:
-            self.lowerer.submit(source, "only")
-        outcome = self.worker.run(source, timeout, lower="after" if self.lowerer else False)
-        other = self.lowerer.collect(timeout) if self.lowerer is not None else None
-        self.stats.worker_seconds += time.perf_counter() - t0
-        history = list(self.history)
-        self.history.append(source)
-        if outcome["status"] != "ok":
-            outcome["history"] = self.confirm(source, outcome, history, timeout)
-            self.history.clear()
-        self.recycle()
-        reference = None
-        found = []
-        if outcome["status"] == "ok":
-            t0 = time.perf_counter()
-            try:
-                reference = evaluate(program)
-            except Exception as e:  # the reference refused a program the generator made: our bug
-                self.stats.invalid += 1
-                found.append(Finding("reference", type(e).__name__, str(e)))
-            self.stats.reference_seconds += time.perf_counter() - t0
-        found += oracles.judge(program, outcome, reference, other)
-        if outcome["status"] != "ok":
-            h = outcome["history"]
-            note = ("not reproduced in a fresh worker" if h is None else
-                    "reproduced alone in a fresh worker" if not h else
-                    f"reproduced in a fresh worker after {len(h)} earlier program(s) (kept in the finding)")
-            for f in found:
-                f.details = f"{note}\n{f.details}"
-                f.history = h or []
-        if any(f.oracle == "internal-error" for f in found):
-            self.stats.rejected += 1
+        """Execute and judge one program (see :meth:`fuzz.runner.Runner.run`); records its findings."""
+        found, source = self.runner.run(program)
         for f in found:
             if f.signature not in self.records:
                 self.records[f.signature] = Record(f, program, source, 0, time.monotonic() - self.start)
             self.records[f.signature].count += 1
         return found
 
-    def confirm(self, source: str, outcome: dict, history: list, timeout: float):
-        """Re-run a program that killed or hung its worker in a fresh one.
-
-        Returns [] when it fails alone, the shortest suffix of ``history`` (earlier
-        programs of that worker) after which it fails, or None when nothing reproduces.
-        """
-        def fails(earlier: list) -> bool:
-            self.worker.restart()
-            for src in earlier:
-                if self.worker.run(src, timeout)["status"] != "ok":
-                    return False  # an earlier program failed by itself: not this history
-            again = self.worker.run(source, timeout)
-            return again["status"] == outcome["status"] and again.get("signal") == outcome.get("signal")
-
-        for n in range(0, len(history) + 1):
-            if outcome["status"] == "hang" and n > 0:
-                break  # a hang costs its whole time limit per attempt: confirm it alone only
-            if fails(history[len(history) - n:]):
-                self.worker.restart()
-                return history[len(history) - n:]
-        self.worker.restart()
-        return None
-
-    def recycle(self) -> None:
-        """Restart the main worker after RECYCLE_PROGRAMS programs or RECYCLE_BYTES of memory."""
-        for w in (self.worker, self.lowerer):
-            if w is not None and (w.programs_run >= RECYCLE_PROGRAMS or w.rss_bytes() > RECYCLE_BYTES):
-                w.restart()
-                if w is self.worker:
-                    self.history.clear()
-
     def close(self) -> None:
         """Kill the workers (and anything they started)."""
-        for w in (self.worker, self.lowerer):
-            if w is not None:
-                w.kill()
+        self.runner.close()
 
     # ----------------------------------------------------------------- hypothesis
     def _test(self, program: dict) -> None:
@@ -302,12 +195,13 @@ class Campaign:
             findings.append({"signature": sig, "oracle": rec.finding.oracle, "kind": rec.finding.kind,
                              "message": rec.finding.message, "details": rec.finding.details[-3000:],
                              "call": rec.finding.call, "count": rec.count,
-                             "history": getattr(rec.finding, "history", []),
+                             "history": rec.finding.history,
                              "first_seconds": round(rec.first_seconds, 1),
                              "program": rec.program, "source": rec.source})
         return {
             "jax_version": self.caps.get("jax_version"), "jaxlib_version": self.caps.get("jaxlib_version"),
-            "seed": self.seed, "determinism": self.lowerer is not None, "seconds": round(elapsed, 1), "programs": s.programs, "generated": s.generated,
+            "seed": self.seed, "determinism": self.runner.lowerer is not None,
+            "seconds": round(elapsed, 1), "programs": s.programs, "generated": s.generated,
             "rejected": s.rejected, "invalid": s.invalid,
             "programs_per_second": round(s.programs / elapsed, 3) if elapsed else 0.0,
             "worker_seconds": round(s.worker_seconds, 1), "reference_seconds": round(s.reference_seconds, 1),
@@ -316,6 +210,3 @@ class Campaign:
             "findings": findings,
         }
 
-
-def stats_dict(stats: Stats) -> dict:
-    return asdict(stats)

@@ -141,5 +141,62 @@ def _short_source(source: str) -> str:
     return "\n".join(keep[:stop])
 
 
+@main.command("save")
+@click.argument("report_path", type=click.Path(dir_okay=False))
+@click.option("--finding", "indexes", type=int, multiple=True,
+              help="1-based number of a finding in the report (repeatable; default: all).")
+@click.option("--triage", default="", help="Why the finding is a real JAX bug (stored in the entry).")
+@click.option("--corpus", "corpus_dir", default="corpus", show_default=True, type=click.Path(file_okay=False))
+def save(report_path, indexes, triage, corpus_dir):
+    """Save findings of a campaign report as corpus entries (status open)."""
+    from fuzz.program import make_entry, save_entry
+
+    try:
+        with open(report_path) as f:
+            report = json.load(f)
+        findings = report["findings"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        _fail(f"cannot read findings from {report_path} ({e}); pass a report written by 'shardfuzz run --report'")
+    chosen = indexes or range(1, len(findings) + 1)
+    for i in chosen:
+        if not 1 <= i <= len(findings):
+            _fail(f"the report has {len(findings)} findings; --finding {i} is out of range")
+        f = findings[i - 1]
+        path = save_entry(corpus_dir, make_entry(f, f["program"], report, triage=triage))
+        click.echo(f"{path}: {f['signature'][:100]}")
+
+
+@main.command()
+@click.option("--corpus", "corpus_dir", default="corpus", show_default=True, type=click.Path(file_okay=False))
+@click.option("--python", "python", default=None, help="Interpreter whose JAX the workers use.")
+def replay(corpus_dir, python):
+    """Replay the corpus: open entries must still reproduce, fixed ones must not. Exit 1 if one changed."""
+    from fuzz.execute import WorkerError
+    from fuzz.program import CorpusError, load_corpus
+    from fuzz.replay import replay_entry
+    from fuzz.runner import Runner
+    from pathlib import Path
+
+    try:
+        paths = sorted(Path(corpus_dir).glob("*.json"))
+        entries = load_corpus(corpus_dir)
+    except CorpusError as e:
+        _fail(str(e))
+    try:
+        runner = Runner(python=python)
+    except WorkerError as e:
+        _fail(str(e))
+    changed = 0
+    try:
+        for path, entry in zip(paths, entries):
+            r = replay_entry(entry, runner, str(path))
+            word = "skipped" if r.skipped else ("ok" if r.ok else "CHANGED")
+            changed += not r.ok
+            click.echo(f"{word:8} {entry['status']:5} {path.name}: {r.skipped or entry['signature'][:90]}")
+    finally:
+        runner.close()
+    sys.exit(1 if changed else 0)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

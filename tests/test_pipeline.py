@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import given, note
 
 import oracles
-from fuzz.campaign import default_timeout
+from fuzz.runner import default_timeout
 from fuzz.program import load_corpus, validate_program
 from fuzz.reference import evaluate
 from fuzz.render import render
