@@ -60,12 +60,14 @@ class Campaign:
     def __init__(self, seconds: float = 600, max_examples: int | None = None, seed: int | None = None,
                  python: str | None = None, database: str | None = None, timeout: float | None = None,
                  shrink_seconds: float = 180, on_progress=None, determinism: bool = True,
-                 source_hook=None):
+                 source_hook=None, stop_when=None):
         self.seconds = seconds
         self.max_examples = max_examples
         self.seed = seed
         self.shrink_seconds = shrink_seconds
         self.on_progress = on_progress or (lambda c: None)
+        self.stop_when = stop_when  # stop_when(finding, program) -> bool: end the campaign at the first match
+        self.matched: tuple | None = None  # (seconds into the campaign, Finding) of that match
         self.runner = Runner(python=python, determinism=determinism, timeout=timeout, source_hook=source_hook)
         self.caps = self.runner.caps
         self.stats = self.runner.stats
@@ -86,6 +88,9 @@ class Campaign:
             if f.signature not in self.records:
                 self.records[f.signature] = Record(f, program, source, 0, time.monotonic() - self.start)
             self.records[f.signature].count += 1
+            if self.stop_when is not None and self.matched is None and self.stop_when(f, program):
+                self.matched = (time.monotonic() - self.start, f)
+                self.stopped = True
         return found
 
     def close(self) -> None:
@@ -123,6 +128,8 @@ class Campaign:
             raise _Found(self.target)
 
     def done(self, now: float | None = None) -> bool:
+        if self.stopped:
+            return True
         now = time.monotonic() if now is None else now
         if now > self.start + self.seconds:
             return True

@@ -13,7 +13,7 @@ import time
 import click
 
 from fuzz import __version__
-from fuzz.util import atomic_write_text, check_environment
+from fuzz.util import atomic_write_text, check_environment, unsupported
 
 
 def _fail(msg: str) -> None:
@@ -71,6 +71,10 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
                                 database=database or None, timeout=timeout, determinism=determinism)
         except WorkerError as e:
             _fail(f"{e} Pass --python with an interpreter that has jax installed.")
+    problem = unsupported(campaign.caps)
+    if problem:
+        campaign.close()
+        _fail(problem)
     console.print(f"shardfuzz: JAX {campaign.caps['jax_version']} (jaxlib {campaign.caps['jaxlib_version']}), "
                   f"{campaign.caps['n_devices']} host CPU devices")
     report = _run_with_progress(campaign, console, seconds, max_examples)

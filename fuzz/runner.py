@@ -4,6 +4,7 @@ Shared by a campaign (``fuzz.campaign``) and corpus replay (``fuzz.replay``).
 """
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -74,6 +75,10 @@ class Runner:
         self.stats.programs += 1
         try:
             check_program(program)
+            need = math.prod(program["mesh"]["axis_sizes"])
+            if need > self.caps["n_devices"]:
+                raise ProgramError(f"the mesh needs {need} devices but the worker has {self.caps['n_devices']}; "
+                                   f"use a smaller mesh")
             source = render(program, self.caps)
         except (ProgramError, ValueError) as e:
             self.stats.invalid += 1

@@ -58,3 +58,19 @@ def check_environment() -> None:
         raise EnvironmentProblem(
             f"Hypothesis {hypothesis.__version__} is not supported (need {'.'.join(map(str, lo))} to "
             f"{'.'.join(map(str, hi))}); run: pip install 'hypothesis=={'.'.join(map(str, hi))}'")
+
+
+OLDEST_JAX = (0, 4, 26)
+N_DEVICES = 8
+
+
+def unsupported(caps: dict) -> str:
+    """'' when a worker's JAX can be fuzzed, else a one-line reason with what to do."""
+    v = caps.get("jax_version", "0")
+    if version_tuple(v) < OLDEST_JAX:
+        return (f"JAX {v} is older than the oldest supported release {'.'.join(map(str, OLDEST_JAX))}; "
+                f"use --jax-version with a newer release")
+    if caps.get("n_devices", 0) < N_DEVICES:
+        return (f"the worker's JAX sees {caps.get('n_devices')} devices, not {N_DEVICES}: it ignored "
+                f"--xla_force_host_platform_device_count; use a CPU build of jaxlib")
+    return ""

@@ -30,11 +30,13 @@ MAX_RANK = 4
 
 
 @st.composite
-def meshes(draw, caps: dict = NEWEST_CAPS, n_devices: int = 8):
+def meshes(draw, caps: dict = NEWEST_CAPS, n_devices: int | None = None):
     """A mesh record: 1-3 axes named x, y, z, sizes in {1, 2, 4, 8} with product <= n_devices.
 
-    Axis type "explicit" only where ``caps["explicit"]``.
+    ``n_devices`` defaults to the worker's (``caps["n_devices"]``), at most 8. Axis type
+    "explicit" only where ``caps["explicit"]``.
     """
+    n_devices = n_devices or min(8, caps.get("n_devices", 8))
     n = draw(st.integers(1, 3))
     sizes, left = [], n_devices
     for _ in range(n):

@@ -39,3 +39,26 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
     assert words in r.stderr
     if "Invalid value" not in words:
         assert len(r.stderr.strip().splitlines()) <= 2, r.stderr  # the message (and a status line)
+
+
+def test_ctrl_c_writes_the_report_and_leaves_no_worker(tmp_path):
+    import signal
+    import time
+
+    from fuzz.faults import worker_processes
+
+    before = worker_processes()
+    report = tmp_path / "r.json"
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    p = subprocess.Popen([sys.executable, "-m", "fuzz", "run", "--time", "300", "--report", str(report),
+                          "--database", ""], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    time.sleep(20)  # workers started, programs running
+    assert worker_processes() - before, "the campaign should have started workers"
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode in (0, 1), err
+    assert "interrupted" in err
+    assert json.loads(report.read_text())["programs"] >= 1
+    time.sleep(1)
+    assert worker_processes() - before == set()
