@@ -19,6 +19,7 @@ from oracles.common import Finding
 HISTORY = 6  # earlier programs kept per worker, to find the shortest history a crash needs
 RECYCLE_PROGRAMS = 400  # a worker is restarted after this many programs...
 RECYCLE_BYTES = 6 << 30  # ...or once its resident memory exceeds this (bytes)
+ROTATE_HASH_SEED = 50  # programs between hash seeds of the lowering worker (see Runner.recycle)
 
 
 def default_timeout(program: dict) -> float:
@@ -107,7 +108,8 @@ class Runner:
                 self.stats.invalid += 1
                 found.append(Finding("reference", type(e).__name__, str(e)))
             self.stats.reference_seconds += time.perf_counter() - t0
-        found += oracles.judge(program, outcome, reference, other)
+        found += oracles.judge(program, outcome, reference, other,
+                               seeds=(self.worker.hash_seed, self.lowerer.hash_seed if self.lowerer else None))
         if outcome["status"] != "ok":
             h = outcome["history"]
             note = ("not reproduced in a fresh worker" if h is None else
@@ -144,9 +146,20 @@ class Runner:
         return None
 
     def recycle(self) -> None:
-        """Restart the main worker after RECYCLE_PROGRAMS programs or RECYCLE_BYTES of memory."""
+        """Restart a worker after RECYCLE_PROGRAMS programs or RECYCLE_BYTES of memory.
+
+        The lowering worker also moves to the next hash seed every ROTATE_HASH_SEED
+        programs: whether two hash seeds order a given set of axis names differently is
+        a matter of luck, so comparing against many seeds finds more order-dependent
+        lowerings than comparing against one.
+        """
         for w in (self.worker, self.lowerer):
-            if w is not None and (w.programs_run >= RECYCLE_PROGRAMS or w.rss_bytes() > RECYCLE_BYTES):
+            if w is None:
+                continue
+            rotate = w is self.lowerer and w.programs_run >= ROTATE_HASH_SEED
+            if rotate or w.programs_run >= RECYCLE_PROGRAMS or w.rss_bytes() > RECYCLE_BYTES:
+                if rotate:
+                    w.hash_seed += 1
                 w.restart()
                 if w is self.worker:
                     self.history.clear()

@@ -18,17 +18,19 @@ from oracles.common import Finding, normalize
 __all__ = ["Finding", "judge", "normalize"]
 
 
-def judge(program: dict, outcome: dict, reference: dict | None, other: dict | None = None) -> list:
+def judge(program: dict, outcome: dict, reference: dict | None, other: dict | None = None,
+          seeds: tuple = (0, 1)) -> list:
     """All findings for one run (list of Finding).
 
     ``outcome``: from :meth:`fuzz.execute.Worker.run`; ``reference``: from
     :func:`fuzz.reference.evaluate`, or None when it was not computed; ``other``: the
-    lowering-only outcome of a second worker with another hash seed (determinism).
+    lowering-only outcome of a second worker with another hash seed (determinism);
+    ``seeds``: the two workers' PYTHONHASHSEED values (for the message).
     """
     if outcome["status"] != "ok":
         return crash.judge(program, outcome)
     found = internal_error.judge(program, outcome)
-    found += determinism.judge(program, outcome, other)
+    found += determinism.judge(program, outcome, other, seeds)
     if other is not None and other["status"] != "ok":
         found += [Finding(f.oracle, f.kind, f"while lowering only: {f.message}", f.call, f.details)
                   for f in crash.judge(program, other)]

@@ -148,3 +148,31 @@ def test_crash_signature_uses_the_fatal_line():
     [f] = oracles.crash.judge({}, {"status": "crash", "signal": "SIGABRT", "stderr": stderr})
     assert f.message.startswith("Check failed: layout != nullptr")
     assert "pjrt_client.cc" not in f.signature and "0x1" not in f.signature
+
+
+HASH_DEPENDENT = textwrap.dedent('''
+    import contextlib
+    import jax
+    import jax.numpy as jnp
+    mesh_context = contextlib.nullcontext
+    CALLBACK_LOG = []
+    def f(a):
+        return jnp.sin(a)
+    f.__name__ = "_".join({"x", "y", "z"})  # set order: depends on PYTHONHASHSEED
+    CALLS = [("f", jax.jit(f), (jnp.ones(3),))]
+''')
+
+
+def test_determinism_oracle_fires_across_hash_seeds_and_not_within_one():
+    from fuzz.execute import Worker
+
+    program = {"calls": [{"function": "f0", "transforms": [{"kind": "jit"}], "args": []}]}
+    with Worker(hash_seed=0) as a, Worker(hash_seed=1) as b:
+        mine = a.run(HASH_DEPENDENT, timeout=120, lower="after")
+        renamed = b.run(HASH_DEPENDENT.replace('"_".join({"x", "y", "z"})', '"fixed"'), timeout=120, lower="only")
+        theirs = b.run(HASH_DEPENDENT, timeout=120, lower="only")
+    assert oracles.determinism.judge(program, mine, mine) == []
+    [f] = oracles.determinism.judge(program, mine, theirs)
+    assert (f.oracle, f.kind) == ("determinism", "cross-process")
+    assert "@@" in f.details and "jit_" in f.details  # a unified diff of the module names
+    assert oracles.determinism.judge(program, mine, renamed)  # the name is in the lowering
