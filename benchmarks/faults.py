@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,7 +29,7 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=200)
     ap.add_argument("--timeout", type=float, default=2.0, help="seconds before a program is a hang")
     args = ap.parse_args()
-    before = worker_processes()
+    before = worker_processes(parent=1)
     t0 = time.monotonic()
     c = Campaign(seconds=10 ** 6, determinism=False, timeout=args.timeout, source_hook=rotating())
     c.start = time.monotonic()
@@ -39,11 +40,11 @@ def main() -> None:
     finally:
         c.close()
     time.sleep(1)
-    after = worker_processes()
+    after = worker_processes(parent=1)
     print(json.dumps({"faults": args.count, "findings": findings, "seconds": round(time.monotonic() - t0, 1),
                       "signatures": {s: r.count for s, r in c.records.items()},
-                      "workers_before": sorted(before), "workers_after": sorted(after),
-                      "orphans": sorted(after - before)}, indent=1))
+                      "own_workers_left": sorted(worker_processes(parent=os.getpid())),
+                      "orphan_workers_before": sorted(before), "orphan_workers_after": sorted(after)}, indent=1))
 
 
 if __name__ == "__main__":

@@ -114,6 +114,8 @@ class Campaign:
             return  # out of shrinking time: only replay what is known
         if key not in self.cache:
             self.cache[key] = self.run_program(program)
+            if self.target is None and any(f.oracle == "internal-error" for f in self.cache[key]):
+                self.stats.generated_rejected += 1
             self.on_progress(self)
         new = [f for f in self.cache[key] if f.signature not in self.known]
         if new and self.target is None:
@@ -209,7 +211,7 @@ class Campaign:
             "jax_version": self.caps.get("jax_version"), "jaxlib_version": self.caps.get("jaxlib_version"),
             "seed": self.seed, "determinism": self.runner.lowerer is not None,
             "seconds": round(elapsed, 1), "programs": s.programs, "generated": s.generated,
-            "rejected": s.rejected, "invalid": s.invalid,
+            "rejected": s.rejected, "generated_rejected": s.generated_rejected, "invalid": s.invalid,
             "programs_per_second": round(s.programs / elapsed, 3) if elapsed else 0.0,
             "worker_seconds": round(s.worker_seconds, 1), "reference_seconds": round(s.reference_seconds, 1),
             "features": dict(sorted(s.features.items())),

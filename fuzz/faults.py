@@ -33,8 +33,11 @@ def rotating(faults=("abort", "segfault", "hang")):
     return lambda source: inject(source, next(cycle))
 
 
-def worker_processes() -> set:
-    """PIDs of running shardfuzz worker processes (from /proc), to check for orphans."""
+def worker_processes(parent: int | None = None) -> set:
+    """PIDs of running shardfuzz worker processes (from /proc), to check for orphans.
+
+    ``parent``: only those whose parent process is this PID (1: orphans adopted by init).
+    """
     pids = set()
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -42,10 +45,10 @@ def worker_processes() -> set:
         try:
             with open(f"/proc/{d}/cmdline", "rb") as f:
                 cmd = f.read().split(b"\0")
-        except OSError:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
             continue
-        if any(part.endswith(b"fuzz/worker.py") for part in cmd):
+        if any(part.endswith(b"fuzz/worker.py") for part in cmd) and (parent is None or ppid == parent):
             pids.add(int(d))
     return pids
-
-

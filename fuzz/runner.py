@@ -36,6 +36,7 @@ class Stats:
     programs: int = 0          # programs executed (shrinking included)
     generated: int = 0         # programs drawn fresh (not shrink steps)
     rejected: int = 0          # programs on which JAX raised (internal-error findings)
+    generated_rejected: int = 0  # of those, programs drawn fresh (the rate of JAX exceptions per program)
     invalid: int = 0           # programs our own type checker or reference refused: generator bugs
     worker_seconds: float = 0.0
     reference_seconds: float = 0.0

@@ -36,14 +36,21 @@ class Finding:
 
 _PATTERNS = [
     (re.compile(r"\b([Pp]rimitive) \w+"), r"\1 …"),  # "Primitive add requires ..." is one bug for any primitive
+    (re.compile(r"\b(axis names?:?) \w+"), r"\1 …"),
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
     (re.compile(r"/tmp/[^\s'\":]+"), "/tmp/?"),
-    (re.compile(r"\b[a-z0-9]+\[[0-9,\s]*\]"), "T[…]"),  # f32[4,8]
+    (re.compile(r"\b[a-z]+\d*\[[^\[\]]*\]"), "T[…]"),  # f32[4,8], float32[2,1,4@y]
     (re.compile(r"'[^']*'"), "'…'"),
     (re.compile(r"\"[^\"]*\""), '"…"'),
-    (re.compile(r"frozenset\(\{[^}]*\}\)"), "frozenset(…)"),
-    (re.compile(r"\{[^{}]*\}"), "{…}"),
-    (re.compile(r"\((?:[^()]*)\)"), "(…)"),
+]
+# Applied until nothing changes, so that nested groups collapse too: AbstractMesh(…).
+# (A collapsed group becomes a placeholder without brackets until the end.)
+_NESTED = [
+    (re.compile(r"\([^()]*\)"), "\x01"),
+    (re.compile(r"\{[^{}]*\}"), "\x02"),
+    (re.compile(r"\[[^\[\]]*\]"), "\x03"),
+]
+_LAST = [
     (re.compile(r"\b[avgf]\d+\b"), "v"),  # shardfuzz variable / function names
     (re.compile(r"\d+"), "N"),
     (re.compile(r"\s+"), " "),
@@ -51,7 +58,8 @@ _PATTERNS = [
 
 
 def normalize(message: str, limit: int = 160) -> str:
-    """The first line of a message with addresses, paths, shapes, names and numbers blanked.
+    """The first line of a message with addresses, paths, shapes, names, numbers and
+    bracketed details blanked.
 
     Two messages that differ only in those are the same bug for deduplication.
     """
@@ -59,6 +67,14 @@ def normalize(message: str, limit: int = 160) -> str:
     text = lines[0] if lines else ""
     for pat, rep in _PATTERNS:
         text = pat.sub(rep, text)
+    before = None
+    while before != text:
+        before = text
+        for pat, rep in _NESTED:
+            text = pat.sub(rep, text)
+    for pat, rep in _LAST:
+        text = pat.sub(rep, text)
+    text = text.replace("\x01", "(…)").replace("\x02", "{…}").replace("\x03", "[…]")
     return text.strip()[:limit]
 
 

@@ -47,18 +47,20 @@ def test_ctrl_c_writes_the_report_and_leaves_no_worker(tmp_path):
 
     from fuzz.faults import worker_processes
 
-    before = worker_processes()
+    orphans_before = worker_processes(parent=1)
     report = tmp_path / "r.json"
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     p = subprocess.Popen([sys.executable, "-m", "fuzz", "run", "--time", "300", "--report", str(report),
                           "--database", ""], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     time.sleep(20)  # workers started, programs running
-    assert worker_processes() - before, "the campaign should have started workers"
+    children = worker_processes(parent=p.pid)
+    assert children, "the campaign should have started workers"
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=120)
     assert p.returncode in (0, 1), err
     assert "interrupted" in err
     assert json.loads(report.read_text())["programs"] >= 1
     time.sleep(1)
-    assert worker_processes() - before == set()
+    assert children & worker_processes() == set()
+    assert worker_processes(parent=1) - orphans_before == set()
