@@ -23,7 +23,8 @@ from oracles.common import Finding
 from strategies.programs import programs
 
 ROUND = 100  # Hypothesis examples per round (a round ends early when a finding is shrunk)
-SHRINK_BUDGET = 30.0  # seconds of shrinking per distinct finding; then the smallest so far is kept
+SHRINK_BUDGET = 20.0  # seconds of shrinking per distinct finding; then the smallest so far is kept
+SHRINK_SHARE = 0.35  # at most this share of the campaign's time goes to shrinking; later findings stay unshrunk
 
 
 class _Found(Exception):
@@ -44,6 +45,7 @@ class Record:
     source: str
     count: int = 0
     first_seconds: float = 0.0  # seconds into the campaign when first seen
+    shrunk: bool = False  # False: kept as first seen (shrinking had used its share of the time)
 
 
 class Campaign:
@@ -76,6 +78,7 @@ class Campaign:
         self.known: set = set()
         self.target: str | None = None
         self.target_start = 0.0
+        self.shrink_spent = 0.0  # seconds spent shrinking so far
         self.cache: dict = {}
         self.start = 0.0
         self.stopped = False
@@ -119,6 +122,12 @@ class Campaign:
             self.on_progress(self)
         new = [f for f in self.cache[key] if f.signature not in self.known]
         if new and self.target is None:
+            if self.shrink_spent > SHRINK_SHARE * (now - self.start):
+                # shrinking has had its share of the time: keep this finding as it was
+                # found and go on generating (a later campaign with the example database
+                # replays and shrinks it first)
+                self.known.update(f.signature for f in new)
+                return
             self.target = new[0].signature
             self.target_start = now
         hit = [f for f in new if f.signature == self.target]
@@ -155,6 +164,8 @@ class Campaign:
             if self.target is not None:
                 self.known.add(self.target)
                 self.drop_calls(self.target)
+                self.records[self.target].shrunk = True
+                self.shrink_spent += time.monotonic() - self.target_start
                 self.target = None
 
     def drop_calls(self, signature: str) -> None:
@@ -205,7 +216,7 @@ class Campaign:
                              "message": rec.finding.message, "details": rec.finding.details[-3000:],
                              "call": rec.finding.call, "count": rec.count,
                              "history": rec.finding.history,
-                             "first_seconds": round(rec.first_seconds, 1),
+                             "first_seconds": round(rec.first_seconds, 1), "shrunk": rec.shrunk,
                              "program": rec.program, "source": rec.source})
         return {
             "jax_version": self.caps.get("jax_version"), "jaxlib_version": self.caps.get("jaxlib_version"),
