@@ -19,6 +19,7 @@ from hypothesis.errors import Flaky
 from fuzz import features as F
 from fuzz.render import render
 from fuzz.runner import Runner
+from fuzz.typecheck import ProgramError
 from oracles.common import Finding
 from strategies.programs import programs
 
@@ -160,6 +161,11 @@ class Campaign:
             shardfuzz_campaign()
         except (_Found, Flaky):
             pass
+        except ProgramError as e:  # the generator drew an invalid program: our bug, never the campaign's end
+            self.stats.invalid += 1
+            f = Finding("generator", type(e).__name__, str(e))
+            self.records.setdefault(f.signature, Record(f, {}, "", 0, time.monotonic() - self.start))
+            self.records[f.signature].count += 1
         finally:
             if self.target is not None:
                 self.known.add(self.target)

@@ -165,7 +165,9 @@ class _Gen:
             axes = []
             for r in results:
                 opts = list(range(r.rank + 1))
-                if name not in r.vma:
+                # None: an unbatched result; not for a rank-0 one that varies over a manual
+                # axis, which an enclosing shard_map's out_specs could not name
+                if name not in r.vma and (r.rank >= 1 or not (r.vma & inner.manual)):
                     opts = opts[:1] + [None] + opts[1:]
                 axes.append(draw(st.sampled_from(opts)))
             t["out_axes"] = axes
