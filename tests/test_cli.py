@@ -32,6 +32,8 @@ def test_run_writes_a_report(tmp_path):
     (["run", "--report", "/nonexistent-dir/r.json"], "not a writable directory"),
     (["run", "--python", "/nonexistent/python", "--max-examples", "1"], "cannot start worker"),
     (["run", "--time", "-3"], "Invalid value"),
+    (["run", "--jax-version", "0.3.0"], "older than the oldest supported"),
+    (["run", "--jax-version", "latest"], "not of the form X.Y.Z"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
     r = shardfuzz(*args, cwd=tmp_path, timeout=300)
