@@ -205,7 +205,7 @@ class Campaign:
         self.start = time.monotonic()
         index = 0
         try:
-            while not self.done() and not self.stopped:
+            while not self.done():  # (done() is also true once stopped)
                 self._round(index)
                 index += 1
         finally:

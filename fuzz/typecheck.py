@@ -24,7 +24,7 @@ Semantics follow JAX's documentation:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 UNARY = ("sin", "cos", "tanh", "neg")
 BINARY = ("add", "sub", "mul", "maximum")
@@ -82,7 +82,7 @@ class Ctx:
     axes: tuple = ()
     reserved: frozenset = frozenset()
     grad_at: int | None = None
-    n_vmap: int = field(default=0)
+    n_vmap: int = 0  # vmaps enclosing this body (names the unnamed ones)
 
     def axis(self, name: str) -> Axis:
         for a in self.axes:
