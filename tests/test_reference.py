@@ -108,3 +108,67 @@ def test_invalid_program_is_refused():
                 calls=[call("f0", [shard_map([[["x"]]], [[None]])], ["x0"])])  # varies over x, out_specs omit it
     with pytest.raises(ProgramError, match="omit"):
         evaluate(p)
+
+
+REDUCERS = {"psum": np.sum, "pmax": np.max, "pmin": np.min, "pmean": np.mean}
+
+
+def reducing_body(axes):
+    """pmax, pmin, pmean and psum of one argument over ``axes``: four results in that order."""
+    ops = ["pmax", "pmin", "pmean", "psum"]
+    return fn(["a"], [eqn(op, ["a"], [f"v{k}"], axes=axes) for k, op in enumerate(ops)],
+              [f"v{k}" for k in range(len(ops))]), ops
+
+
+def test_reducing_collectives_over_one_axis_of_differing_blocks():
+    body, ops = reducing_body(["x"])
+    p = program(inputs=[("x0", (8,), 12)], functions={"f0": body},
+                calls=[call("f0", [shard_map([[["x"]]], [[None]] * 4)], ["x0"])])
+    blocks = make_input(12, (8,)).reshape(4, 2)  # device i holds blocks[i]
+    assert not np.allclose(blocks.max(0), blocks.min(0))  # the blocks differ: min and max tell apart
+    got = run1(p)
+    for op, g in zip(ops, got):
+        np.testing.assert_allclose(g, REDUCERS[op](blocks, axis=0), rtol=1e-6, err_msg=op)
+
+
+def test_reducing_collectives_over_the_minor_axis_of_two():
+    # device (x, y) holds element 2x + y; a reduction over y combines the pair of each x
+    body, ops = reducing_body(["y"])
+    p = program(mesh=(("x", 2), ("y", 2)), inputs=[("x0", (4,), 13)], functions={"f0": body},
+                calls=[call("f0", [shard_map([[["x", "y"]]], [[["x"]]] * 4)], ["x0"])])
+    pairs = make_input(13, (4,)).reshape(2, 2)
+    assert not np.allclose(pairs.max(1), pairs.min(1))
+    for op, g in zip(ops, run1(p)):
+        np.testing.assert_allclose(g, REDUCERS[op](pairs, axis=1), rtol=1e-6, err_msg=op)
+
+
+def test_reducing_collectives_over_both_axes_of_a_2d_input():
+    # rows split over x, columns over y: device (x, y) holds the 2x2 block [x, y]
+    body, ops = reducing_body(["x", "y"])
+    p = program(mesh=(("x", 2), ("y", 2)), inputs=[("x0", (4, 4), 14)], functions={"f0": body},
+                calls=[call("f0", [JIT, shard_map([[["x"], ["y"]]], [[None, None]] * 4)], ["x0"])])
+    x = make_input(14, (4, 4))
+    blocks = x.reshape(2, 2, 2, 2).transpose(0, 2, 1, 3).reshape(4, 2, 2)  # (device, row, col)
+    assert not np.allclose(blocks.max(0), blocks.min(0))
+    for op, g in zip(ops, run1(p)):
+        np.testing.assert_allclose(g, REDUCERS[op](blocks, axis=0), rtol=1e-6, err_msg=op)
+
+
+def test_reducing_collectives_over_a_vmap_axis():
+    body, ops = reducing_body(["i"])
+    p = program(inputs=[("x0", (3, 5), 15)], functions={"f0": body},
+                calls=[call("f0", [vmap([0], [0] * 4, axis_name="i")], ["x0"])])
+    x = make_input(15, (3, 5))
+    for op, g in zip(ops, run1(p)):
+        np.testing.assert_allclose(g, np.broadcast_to(REDUCERS[op](x, axis=0), (3, 5)), rtol=1e-6, err_msg=op)
+
+
+def test_pmax_of_an_unvarying_value_is_the_value_and_psum_multiplies_it():
+    # P() input: every device holds the whole array
+    body, ops = reducing_body(["x"])
+    p = program(inputs=[("x0", (4,), 16)], functions={"f0": body},
+                calls=[call("f0", [shard_map([[None]], [[None]] * 4)], ["x0"])])
+    x = make_input(16, (4,))
+    want = {"pmax": x, "pmin": x, "pmean": x, "psum": 4 * x}
+    for op, g in zip(ops, run1(p)):
+        np.testing.assert_allclose(g, want[op], rtol=1e-6, err_msg=op)

@@ -1,0 +1,71 @@
+"""The oracles fire through the real path a campaign takes: ``Runner.run`` -> ``oracles.judge``.
+
+tests/test_oracles.py calls single oracles on hand-made outcomes; here the program is
+rendered, run in the main worker, lowered in the second worker (another
+PYTHONHASHSEED) and judged exactly as in a campaign, so that a runner that stops
+passing the lowering worker's outcome, or a ``judge`` that stops calling an oracle,
+fails a test.
+"""
+import re
+
+import pytest
+
+from fuzz.runner import Runner
+from helpers import JIT, call, eqn, fn, program
+
+# Appended after the last function of a rendered source: the jitted function's name, and
+# so the lowered module's name, follows a set's iteration order, which depends on
+# PYTHONHASHSEED (the main worker runs with seed 0, the lowering worker with seed 1:
+# fuzz/runner.py; tests/test_oracles.py checks that these two seeds order this set differently).
+RENAME = "f0.__name__ = 'f_' + '_'.join({'x', 'y', 'z'})\n"
+
+
+def hash_dependent(source: str) -> str:
+    """The rendered source with ``f0`` renamed by set order, before the CALLS list wraps it."""
+    marker = re.search(r"^CALLS = \[", source, re.M)
+    assert marker, "the rendered source has no CALLS list: update this hook"
+    return source[:marker.start()] + RENAME + "\n" + source[marker.start():]
+
+
+class SwitchableHook:
+    """A source hook that tests turn on and off (one Runner for the module: workers are slow to start)."""
+
+    def __init__(self):
+        self.hook = None
+
+    def __call__(self, source: str) -> str:
+        return self.hook(source) if self.hook else source
+
+
+@pytest.fixture(scope="module")
+def runner():
+    hook = SwitchableHook()
+    r = Runner(timeout=120, source_hook=hook)
+    r.hook = hook
+    yield r
+    r.close()
+
+
+def sin_program():
+    body = fn(["a"], [eqn("sin", ["a"], ["v"])], ["v"])
+    return program(inputs=[("x0", (8,), 3)], functions={"f0": body}, calls=[call("f0", [JIT], ["x0"])])
+
+
+def test_runner_reports_no_finding_for_a_deterministic_program(runner):
+    runner.hook.hook = None
+    found, source = runner.run(sin_program())
+    assert "jax.jit(f0)" in source  # the module name comes from f0: what the other test renames
+    assert [(f.oracle, f.kind, f.message) for f in found] == []
+
+
+def test_runner_reports_a_lowering_that_depends_on_the_hash_seed(runner):
+    runner.hook.hook = hash_dependent
+    try:
+        found, source = runner.run(sin_program())
+    finally:
+        runner.hook.hook = None
+    assert RENAME in source  # the hooked source is the one that ran
+    # the source still runs and computes the right values: the only finding is the lowering's
+    assert [(f.oracle, f.kind, f.call) for f in found] == [("determinism", "cross-process", 0)]
+    assert "PYTHONHASHSEED=0 and 1" in found[0].message
+    assert "@@" in found[0].details  # a unified diff of the two lowerings
