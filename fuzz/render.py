@@ -19,7 +19,7 @@ reports, see ``fuzz/worker.py``):
 """
 from __future__ import annotations
 
-from fuzz.typecheck import check_program
+from fuzz.typecheck import ProgramError, check_identifier, check_program
 
 NEWEST_CAPS = {"shard_map": "jax", "check_kw": "check_vma", "partial_manual": "axis_names", "explicit": True}
 
@@ -37,10 +37,27 @@ def spec_source(spec) -> str:
         if e is None:
             parts.append("None")
         elif len(e) == 1:
-            parts.append(repr(e[0]))
+            parts.append(repr(_id(e[0])))
         else:
-            parts.append("(" + ", ".join(repr(a) for a in e) + ")")
+            parts.append("(" + ", ".join(repr(_id(a)) for a in e) + ")")
     return "P(" + ", ".join(parts) + ")"
+
+
+def _id(name) -> str:
+    """An identifier checked again at the point it is pasted into source (untrusted input)."""
+    return check_identifier(name, "identifier")
+
+
+def _int(x) -> str:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or x != int(x):
+        raise ProgramError(f"expected an integer, got {str(x)[:40]!r}")
+    return str(int(x))
+
+
+def _bool(x) -> str:
+    if not isinstance(x, bool):
+        raise ProgramError(f"expected a boolean, got {str(x)[:40]!r}")
+    return repr(x)
 
 
 def _tuple_source(items) -> str:
@@ -71,16 +88,17 @@ class _Renderer:
             return f"jax.jit({f})"
         if k == "grad":
             self.helpers.add("grad")
-            return f"tuple_grad({f}, argnums={_tuple_source(map(str, t['argnums']))})"
+            return f"tuple_grad({f}, argnums={_tuple_source(map(_int, t['argnums']))})"
         if k == "value_and_grad":
             self.helpers.add("value_and_grad")
-            return f"tuple_value_and_grad({f}, argnums={_tuple_source(map(str, t['argnums']))})"
+            return f"tuple_value_and_grad({f}, argnums={_tuple_source(map(_int, t['argnums']))})"
         if k == "vmap":
-            kw = [f"in_axes={_tuple_source(map(repr, t['in_axes']))}", f"out_axes={_tuple_source(map(repr, t['out_axes']))}"]
+            axes = lambda xs: _tuple_source("None" if a is None else _int(a) for a in xs)  # noqa: E731
+            kw = [f"in_axes={axes(t['in_axes'])}", f"out_axes={axes(t['out_axes'])}"]
             if t["axis_name"] is not None:
-                kw.append(f"axis_name={t['axis_name']!r}")
+                kw.append(f"axis_name={_id(t['axis_name'])!r}")
             if t["spmd_axis_name"] is not None:
-                kw.append(f"spmd_axis_name={t['spmd_axis_name']!r}")
+                kw.append(f"spmd_axis_name={_id(t['spmd_axis_name'])!r}")
             return f"jax.vmap({f}, {', '.join(kw)})"
         if k == "shard_map":
             fn = "jax.shard_map" if self.caps["shard_map"] == "jax" else "shard_map"
@@ -95,10 +113,10 @@ class _Renderer:
             names = t["axis_names"]
             if names is not None and set(names) != set(self.p["mesh"]["axis_names"]):
                 if self.caps["partial_manual"] == "axis_names":
-                    kw.append("axis_names={" + ", ".join(repr(a) for a in names) + "}")
+                    kw.append("axis_names={" + ", ".join(repr(_id(a)) for a in names) + "}")
                 elif self.caps["partial_manual"] == "auto":
                     auto = [a for a in self.p["mesh"]["axis_names"] if a not in names]
-                    kw.append("auto=frozenset({" + ", ".join(repr(a) for a in auto) + "})")
+                    kw.append("auto=frozenset({" + ", ".join(repr(_id(a)) for a in auto) + "})")
                 else:
                     raise ValueError("this JAX release has no partial-manual shard_map")
             expr = f"{fn}({f}, {', '.join(kw)})"
@@ -110,52 +128,54 @@ class _Renderer:
 
     # -- functions ----------------------------------------------------------------
     def function(self, name: str, fn: dict, indent: str) -> list:
-        lines = [f"{indent}def {name}({', '.join(fn['params'])}):"]
+        lines = [f"{indent}def {name}({', '.join(map(_id, fn['params']))}):"]
         body = indent + "    "
         for eqn in fn["eqns"]:
             lines.extend(self.eqn(eqn, body))
-        lines.append(f"{body}return {_tuple_source(fn['results'])}")
+        lines.append(f"{body}return {_tuple_source(map(_id, fn['results']))}")
         return lines
 
     def eqn(self, e: dict, ind: str) -> list:
-        op, a, outs = e["op"], e["args"], e["outs"]
+        op, a, outs = e["op"], [_id(v) for v in e["args"]], [_id(v) for v in e["outs"]]
         lhs = outs[0] if len(outs) == 1 else None
         if op in _UNARY:
             return [f"{ind}{lhs} = {_UNARY[op].format(*a)}"]
         if op in _BINARY:
             return [f"{ind}{lhs} = {_BINARY[op].format(*a)}"]
         if op in ("sum", "mean", "max"):
-            axis = "" if e.get("axis") is None else f", axis={e['axis']}"
+            axis = "" if e.get("axis") is None else f", axis={_int(e['axis'])}"
             return [f"{ind}{lhs} = jnp.{op}({a[0]}{axis})"]
         if op == "matmul":
             return [f"{ind}{lhs} = {a[0]} @ {a[1]}"]
         if op == "transpose":
             return [f"{ind}{lhs} = jnp.transpose({a[0]})"]
         if op == "broadcast":
-            return [f"{ind}{lhs} = jnp.broadcast_to({a[0]}, ({e['size']},) + {a[0]}.shape)"]
-        names = e.get("axes")
-        axes = repr(names[0]) if names and len(names) == 1 else (_tuple_source(map(repr, names)) if names else "")
+            return [f"{ind}{lhs} = jnp.broadcast_to({a[0]}, ({_int(e['size'])},) + {a[0]}.shape)"]
+        names = [_id(n) for n in e.get("axes") or []]
+        axes = repr(names[0]) if len(names) == 1 else _tuple_source(map(repr, names))
         if op in ("psum", "pmax", "pmin", "pmean"):
             return [f"{ind}{lhs} = jax.lax.{op}({a[0]}, {axes})"]
         if op == "axis_index":
             return [f"{ind}{lhs} = {a[0]} + jax.lax.axis_index({axes}).astype({a[0]}.dtype)"]
         if op == "all_gather":
-            return [f"{ind}{lhs} = jax.lax.all_gather({a[0]}, {axes}, axis={e['axis']}, tiled={e['tiled']})"]
+            return [f"{ind}{lhs} = jax.lax.all_gather({a[0]}, {axes}, axis={_int(e['axis'])}, tiled={_bool(e['tiled'])})"]
         if op == "psum_scatter":
-            return [f"{ind}{lhs} = jax.lax.psum_scatter({a[0]}, {axes}, scatter_dimension={e['axis']}, tiled=True)"]
+            return [f"{ind}{lhs} = jax.lax.psum_scatter({a[0]}, {axes}, scatter_dimension={_int(e['axis'])}, tiled=True)"]
         if op == "ppermute":
             n = self.ctx_of[id(e)].axis(names[0]).size
-            perm = [(i, (i + e["shift"]) % n) for i in range(n)]
+            perm = [(i, (i + int(_int(e["shift"]))) % n) for i in range(n)]
             return [f"{ind}{lhs} = jax.lax.ppermute({a[0]}, {axes}, perm={perm})"]
         if op == "all_to_all":
-            return [f"{ind}{lhs} = jax.lax.all_to_all({a[0]}, {axes}, {e['split_axis']}, {e['concat_axis']}, tiled=True)"]
+            return [f"{ind}{lhs} = jax.lax.all_to_all({a[0]}, {axes}, {_int(e['split_axis'])}, "
+                    f"{_int(e['concat_axis'])}, tiled=True)"]
         if op == "io_callback":
             arg = f"jax.lax.stop_gradient({a[0]})" if e["stop_gradient"] else a[0]
-            tag = repr(e["tag"])
+            tag = repr(_id(e["tag"]))
+            ordered = _bool(e["ordered"])
             if e["returns"]:
                 return [f"{ind}{lhs} = io_callback(log_callback({tag}, returns=True), "
-                        f"jax.ShapeDtypeStruct({a[0]}.shape, {a[0]}.dtype), {arg}, ordered={e['ordered']})"]
-            return [f"{ind}io_callback(log_callback({tag}), None, {arg}, ordered={e['ordered']})"]
+                        f"jax.ShapeDtypeStruct({a[0]}.shape, {a[0]}.dtype), {arg}, ordered={ordered})"]
+            return [f"{ind}io_callback(log_callback({tag}), None, {arg}, ordered={ordered})"]
         if op == "call":
             self.n_fn += 1
             name = f"g{self.n_fn}"
@@ -174,18 +194,23 @@ class _Renderer:
         m = self.p["mesh"]
         body = []
         for fname, fn in self.p["functions"].items():
-            body.extend(self.function(fname, fn, ""))
+            body.extend(self.function(_id(fname), fn, ""))
             body.append("")
         calls = []
         for c in self.p["calls"]:
             label = _label(c)
-            calls.append(f"    ({label!r}, {self.wrap(c['transforms'], c['function'])}, {_tuple_source(c['args'])}),")
+            calls.append(f"    ({label!r}, {self.wrap(c['transforms'], _id(c['function']))}, "
+                         f"{_tuple_source(map(_id, c['args']))}),")
 
         head = [
             "# Generated by shardfuzz: runs as is with jax and numpy on 8 host CPU devices.",
             "import contextlib",
             "import os",
-            'os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")',
+            "# 8 host CPU devices, whatever XLA_FLAGS / JAX_PLATFORMS say (set before JAX is imported)",
+            'os.environ["XLA_FLAGS"] = " ".join([f for f in os.environ.get("XLA_FLAGS", "").split()',
+            '                                    if "force_host_platform_device_count" not in f]',
+            '                                   + ["--xla_force_host_platform_device_count=8"])',
+            'os.environ["JAX_PLATFORMS"] = "cpu"',
             "import jax",
             "import jax.numpy as jnp",
             "import numpy as np",
@@ -197,8 +222,8 @@ class _Renderer:
         n_dev = 1
         for s in m["axis_sizes"]:
             n_dev *= s
-        shape = _tuple_source(map(str, m["axis_sizes"]))
-        names = _tuple_source(map(repr, m["axis_names"]))
+        shape = _tuple_source(map(_int, m["axis_sizes"]))
+        names = _tuple_source(repr(_id(n)) for n in m["axis_names"])
         head.append("")
         if m["axis_type"] == "explicit":
             types = _tuple_source(["jax.sharding.AxisType.Explicit"] * len(m["axis_names"]))
@@ -242,7 +267,7 @@ class _Renderer:
         head.append("")
         for i in self.p["inputs"]:
             spec = "None" if i["spec"] is None else spec_source(i["spec"])
-            head.append(f"{i['name']} = make_input({i['seed']}, {_tuple_source(map(str, i['shape']))}, {spec})")
+            head.append(f"{_id(i['name'])} = make_input({_int(i['seed'])}, {_tuple_source(map(_int, i['shape']))}, {spec})")
         head += ["", ""]
         tail = [
             "CALLS = [",

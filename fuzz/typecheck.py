@@ -23,7 +23,10 @@ Semantics follow JAX's documentation:
 """
 from __future__ import annotations
 
+import builtins
+import keyword
 import math
+import re
 from dataclasses import dataclass, replace
 
 UNARY = ("sin", "cos", "tanh", "neg")
@@ -34,6 +37,46 @@ COLLECTIVES = REDUCING_COLLECTIVES + ("all_gather", "psum_scatter", "ppermute", 
 # Ops whose derivative is ambiguous at ties (equal inputs): never under grad.
 TIE_OPS = ("maximum", "max", "pmax", "pmin")
 TRANSFORMS = ("jit", "shard_map", "vmap", "grad", "value_and_grad")
+
+# Identifiers of a program (function, parameter, variable, input and mesh/vmap axis
+# names, callback tags) reach the rendered Python source: they must match this pattern
+# and not be a Python keyword, a builtin, or a name the rendered module defines itself.
+# Corpus entries and reports are untrusted input (they arrive by pull request or mail).
+IDENTIFIER = re.compile(r"[a-z][a-z0-9_]{0,15}")
+RENDER_NAMES = frozenset({
+    "jax", "jnp", "np", "os", "contextlib", "io_callback", "shard_map", "mesh", "mesh_context", "Mesh",
+    "NamedSharding", "P", "CALLS", "CALLBACK_LOG", "make_input", "log_callback", "tuple_grad",
+    "tuple_value_and_grad", "resharded", "expected", "check", "main"})
+RESERVED = frozenset(keyword.kwlist) | frozenset(getattr(keyword, "softkwlist", ())) | frozenset(dir(builtins)) \
+    | RENDER_NAMES
+NESTED_FUNCTION = re.compile(r"g\d+")  # the renderer names nested functions g1, g2, ...
+MAX_NESTING = 12  # nested calls inside one function: deeper is not a program the generator makes
+
+# Equation signatures: number of arguments (None: any) and of outputs (a set), and
+# the parameters each op requires. The program schema's equation entries are built
+# from this table (fuzz.program.schema), so the two cannot drift.
+_AXES = {"type": "array", "items": {"$ref": "#/$defs/name"}, "minItems": 1, "maxItems": 4}
+_ONE_AXIS = {**_AXES, "maxItems": 1}
+_DIM = {"type": "integer", "minimum": 0, "maximum": 8}
+_OPTIONAL_DIM = {"oneOf": [{"type": "null"}, _DIM]}
+_BOOL = {"type": "boolean"}
+EQN_SIGNATURES = {
+    **{op: (1, {1}, {}) for op in UNARY},
+    **{op: (2, {1}, {}) for op in BINARY},
+    **{op: (1, {1}, {"axis": _OPTIONAL_DIM}) for op in REDUCE},
+    "matmul": (2, {1}, {}),
+    "transpose": (1, {1}, {}),
+    "broadcast": (1, {1}, {"size": {"type": "integer", "minimum": 1, "maximum": 64}}),
+    **{op: (1, {1}, {"axes": _AXES}) for op in REDUCING_COLLECTIVES + ("axis_index",)},
+    "all_gather": (1, {1}, {"axes": _ONE_AXIS, "axis": _DIM, "tiled": _BOOL}),
+    "psum_scatter": (1, {1}, {"axes": _ONE_AXIS, "axis": _DIM}),
+    "ppermute": (1, {1}, {"axes": _ONE_AXIS, "shift": {"type": "integer", "minimum": -64, "maximum": 64}}),
+    "all_to_all": (1, {1}, {"axes": _ONE_AXIS, "split_axis": _DIM, "concat_axis": _DIM}),
+    "io_callback": (1, {0, 1}, {"tag": {"$ref": "#/$defs/name"}, "ordered": _BOOL, "returns": _BOOL,
+                                "stop_gradient": _BOOL}),
+    "call": (None, None, {"transforms": {"type": "array", "maxItems": 8, "items": {"$ref": "#/$defs/transform"}},
+                          "fn": {"$ref": "#/$defs/function"}}),
+}
 
 
 class ProgramError(ValueError):
@@ -386,20 +429,101 @@ def call_types(transforms: list, fn: dict, ctx: Ctx, args: list, env: dict, on_e
     return exit_(t, ctx, inner_ctx, args, results)
 
 
+def check_identifier(name, what: str) -> str:
+    """``name`` if it may appear in rendered source as a Python identifier, else ProgramError.
+
+    Allowed: ``[a-z][a-z0-9_]{0,15}``, not a Python keyword or builtin, not a name the
+    rendered module defines (:data:`RENDER_NAMES`) nor a nested-function name (g1, g2, ...).
+    """
+    _require(isinstance(name, str) and IDENTIFIER.fullmatch(name) is not None,
+             f"{what} {str(name)[:40]!r} is not a plain identifier ([a-z][a-z0-9_]{{0,15}})")
+    _require(name not in RESERVED and not NESTED_FUNCTION.fullmatch(name),
+             f"{what} {name!r} is a reserved name (a Python keyword or builtin, or used by the rendered module)")
+    return name
+
+
+def _check_eqn_signature(eqn: dict) -> None:
+    op = eqn.get("op")
+    _require(op in EQN_SIGNATURES, f"unknown primitive {str(op)[:40]!r}")
+    n_args, n_outs, params = EQN_SIGNATURES[op]
+    if n_args is not None:
+        _require(len(eqn["args"]) == n_args, f"{op} takes {n_args} argument(s), not {len(eqn['args'])}")
+    if n_outs is not None:
+        _require(len(eqn["outs"]) in n_outs, f"{op} has {sorted(n_outs)} output(s), not {len(eqn['outs'])}")
+    extra = sorted(set(eqn) - {"op", "args", "outs"} - set(params))
+    if extra:
+        raise ProgramError(f"{op} takes no parameter {extra[0][:40]!r}")
+    missing = sorted(set(params) - set(eqn))
+    if missing:
+        raise ProgramError(f"{op} needs the parameter {missing[0]!r}")
+
+
+def check_structure(program: dict) -> None:
+    """Checks that do not need types: identifiers, equation signatures, nesting, unused functions.
+
+    Raises ProgramError (one line). Every function is checked, used or not, and a
+    function no call uses is refused, so that everything in a program is type-checked.
+    """
+    m = program["mesh"]
+    _require(len(m["axis_names"]) == len(m["axis_sizes"]), "mesh axis_names and axis_sizes differ in length")
+    _require(len(set(m["axis_names"])) == len(m["axis_names"]), "a mesh axis name repeats")
+    for n in m["axis_names"]:
+        check_identifier(n, "mesh axis name")
+    names = [i["name"] for i in program["inputs"]]
+    _require(len(set(names)) == len(names), "an input name repeats")
+    for n in names:
+        check_identifier(n, "input name")
+    for n in program["functions"]:
+        check_identifier(n, "function name")
+        _require(n not in names, f"function name {n!r} is also an input name")
+    used = {c["function"] for c in program["calls"]}
+    unused = sorted(set(program["functions"]) - used)
+    if unused:
+        raise ProgramError(f"function {unused[0]!r} is never called: remove it")
+
+    def walk(fn: dict, depth: int) -> None:
+        _require(depth <= MAX_NESTING, f"calls nested deeper than {MAX_NESTING}")
+        _require(len(set(fn["params"])) == len(fn["params"]), "a function parameter repeats")
+        for v in fn["params"] + fn["results"]:
+            check_identifier(v, "variable")
+        for e in fn["eqns"]:
+            _check_eqn_signature(e)
+            for v in e["args"] + e["outs"]:
+                check_identifier(v, "variable")
+            if "tag" in e:
+                check_identifier(e["tag"], "callback tag")
+            if e["op"] == "call":
+                for t in e["transforms"]:
+                    _check_transform_names(t)
+                walk(e["fn"], depth + 1)
+
+    for c in program["calls"]:
+        for t in c["transforms"]:
+            _check_transform_names(t)
+    for fn in program["functions"].values():
+        walk(fn, 0)
+
+
+def _check_transform_names(t: dict) -> None:
+    if t["kind"] == "vmap":
+        for key in ("axis_name", "spmd_axis_name"):
+            if t.get(key) is not None:
+                check_identifier(t[key], f"vmap {key}")
+
+
 def check_program(program: dict, on_eqn=None) -> list:
     """Type-check every call of a program; returns each call's result types.
 
-    Raises ProgramError (a one-line message) for any violated rule. ``on_eqn`` as in
-    :func:`function_types`.
+    Raises ProgramError (a one-line message) for any violated rule, structural ones
+    first (:func:`check_structure`). ``on_eqn`` as in :func:`function_types`.
     """
+    check_structure(program)
     ctx = root_ctx(program)
-    for n in ctx.mesh:
-        _require(not n.startswith("_"), "mesh axis names may not start with '_'")
     inputs = input_types(program)
     out = []
     for call in program["calls"]:
         fn = program["functions"].get(call["function"])
-        _require(fn is not None, f"call of unknown function {call['function']!r}")
+        _require(fn is not None, f"call of unknown function {str(call['function'])[:40]!r}")
         _require(all(a in inputs for a in call["args"]), "a call names an unknown input")
         args = [inputs[a] for a in call["args"]]
         # Top-level functions may close over the program's inputs (module-level arrays).

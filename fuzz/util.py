@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-import tempfile
+import uuid
 
 # hypothesis-jsonschema 0.23.1 breaks from Hypothesis 6.170.10 on ("'many' object has
 # no attribute 'more'"); shardfuzz is tested with 6.170.9 (see pyproject.toml).
@@ -25,7 +25,10 @@ def atomic_write_text(path: str, text: str) -> None:
     Raises OSError when the directory is not writable.
     """
     d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=os.path.basename(path))
+    # os.open with mode 0o666 so that the umask decides (as for any file the user writes);
+    # tempfile.mkstemp would make every report and corpus entry private (0600).
+    tmp = os.path.join(d, f".tmp-{uuid.uuid4().hex[:12]}-{os.path.basename(path)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
