@@ -152,51 +152,65 @@ def _short_source(source: str) -> str:
 @click.option("--triage", default="", help="Why the finding is a real JAX bug (stored in the entry).")
 @click.option("--corpus", "corpus_dir", default="corpus", show_default=True, type=click.Path(file_okay=False))
 def save(report_path, indexes, triage, corpus_dir):
-    """Save findings of a campaign report as corpus entries (status open)."""
-    from fuzz.program import make_entry, save_entry
+    """Save findings of a campaign report as corpus entries (status open).
+
+    All or nothing: every chosen finding is validated (schema, typing rules, an oracle
+    about JAX) before any file is written. A report is untrusted input.
+    """
+    from fuzz.program import CorpusError, entries_from_report, save_entries
 
     try:
         with open(report_path) as f:
             report = json.load(f)
-        findings = report["findings"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        _fail(f"cannot read findings from {report_path} ({e}); pass a report written by 'shardfuzz run --report'")
-    chosen = indexes or range(1, len(findings) + 1)
-    for i in chosen:
-        if not 1 <= i <= len(findings):
-            _fail(f"the report has {len(findings)} findings; --finding {i} is out of range")
-        f = findings[i - 1]
-        path = save_entry(corpus_dir, make_entry(f, f["program"], report, triage=triage))
-        click.echo(f"{path}: {f['signature'][:100]}")
+        entries = entries_from_report(report, indexes, triage, report_path)
+        for path, what in save_entries(corpus_dir, entries, triage):
+            click.echo(f"{path}: {what}")
+    except OSError as e:
+        _fail(f"cannot read {report_path} ({e.strerror}); pass a report written by 'shardfuzz run --report'")
+    except (ValueError, RecursionError) as e:  # json.JSONDecodeError and CorpusError are ValueErrors
+        msg = str(e) if isinstance(e, CorpusError) else f"{report_path} is not a JSON report ({e})"
+        _fail(" ".join(msg.split())[:300])
 
 
 @main.command()
 @click.option("--corpus", "corpus_dir", default="corpus", show_default=True, type=click.Path(file_okay=False))
 @click.option("--python", "python", default=None, help="Interpreter whose JAX the workers use.")
 def replay(corpus_dir, python):
-    """Replay the corpus: open entries must still reproduce, fixed ones must not. Exit 1 if one changed."""
-    from fuzz.execute import WorkerError
-    from fuzz.program import CorpusError, load_corpus
-    from fuzz.replay import replay_entry
-    from fuzz.runner import Runner
+    """Replay the corpus on this JAX: reproduces / does not / not applicable, per entry.
+
+    Exit 1 when an entry's status no longer holds on the release it was recorded on
+    (an open entry that stopped reproducing, a fixed one that came back); 2 when there
+    is nothing to replay or an entry is not valid.
+    """
     from pathlib import Path
 
+    from fuzz.execute import WorkerError
+    from fuzz.program import CorpusError, corpus_files
+    from fuzz.replay import replay_entry
+    from fuzz.runner import Runner
+
+    if not Path(corpus_dir).is_dir():
+        _fail(f"no corpus directory at {os.path.abspath(corpus_dir)}; run from the repository root or pass --corpus")
     try:
-        paths = sorted(Path(corpus_dir).glob("*.json"))
-        entries = load_corpus(corpus_dir)
+        pairs = corpus_files(corpus_dir)
     except CorpusError as e:
         _fail(str(e))
+    if not pairs:
+        _fail(f"{os.path.abspath(corpus_dir)} holds no corpus entries (*.json); nothing to replay")
     try:
         runner = Runner(python=python)
     except WorkerError as e:
         _fail(str(e))
     changed = 0
     try:
-        for path, entry in zip(paths, entries):
+        click.echo(f"replaying {len(pairs)} entries on JAX {runner.caps.get('jax_version')}")
+        for path, entry in pairs:
             r = replay_entry(entry, runner, str(path))
-            word = "skipped" if r.skipped else ("ok" if r.ok else "CHANGED")
             changed += not r.ok
-            click.echo(f"{word:8} {entry['status']:5} {path.name}: {r.skipped or entry['signature'][:90]}")
+            mark = "" if r.ok else "  CHANGED"
+            where = "recorded release" if r.recorded_release else f"recorded on {entry['jax_version']}"
+            click.echo(f"{path.name}: {r.verdict} ({entry['status']}, {where}){mark}"
+                       + (f": {r.why[:120]}" if r.why else ""))
     finally:
         runner.close()
     sys.exit(1 if changed else 0)

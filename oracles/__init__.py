@@ -15,7 +15,14 @@ from __future__ import annotations
 from oracles import callbacks, crash, determinism, differential, internal_error, metamorphic
 from oracles.common import Finding, normalize
 
-__all__ = ["Finding", "judge", "normalize"]
+__all__ = ["Finding", "judge", "normalize", "SAVABLE", "OWN"]
+
+# Findings about JAX, which may be kept in the corpus (the corpus schema's oracle list is
+# this tuple). Findings about shardfuzz itself ("generator": the generator drew a program
+# the typing rules refuse; "reference": the reference refused one) are never saved.
+SAVABLE = tuple(n for m in (differential, metamorphic, callbacks, internal_error, crash, determinism)
+                for n in m.NAMES)
+OWN = ("generator", "reference")
 
 
 def judge(program: dict, outcome: dict, reference: dict | None, other: dict | None = None,

@@ -10,6 +10,8 @@ import numpy as np
 
 from oracles.common import TOLERANCE, Finding, call_label
 
+NAMES = ("callbacks",)  # the oracle names of the findings this module makes
+
 
 def _covered(xs: np.ndarray, ys: np.ndarray, tol: float) -> np.ndarray:
     """Which of the sorted values xs lie within tol (relative) of some value in sorted ys."""

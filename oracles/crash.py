@@ -10,6 +10,8 @@ import re
 
 from oracles.common import Finding
 
+NAMES = ("crash", "hang")  # the oracle names of the findings this module makes
+
 _FATAL = [re.compile(p) for p in (r"Check failed.*", r"^F\d{4} .*", r"Fatal Python error.*", r"Segmentation fault.*",
                                   r"terminate called.*")]
 

@@ -13,6 +13,8 @@ import re
 
 from oracles.common import Finding, call_label, normalize
 
+NAMES = ("determinism",)  # the oracle names of the findings this module makes
+
 # Fields that legitimately differ between processes: a host callback is named in the
 # lowering by the address of its Python object (custom_call backend_config).
 # Older releases pass that address as an i64 constant instead.

@@ -5,6 +5,8 @@ import numpy as np
 
 from oracles.common import Finding, call_label, close
 
+NAMES = ("differential",)  # the oracle names of the findings this module makes
+
 
 def judge(program: dict, outcome: dict, reference: dict) -> list:
     """Findings for calls that returned a different number, shape or value of outputs."""

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import re
 
-from oracles.common import Finding, call_label
+from oracles.common import Finding, call_label, normalize
+
+NAMES = ("internal-error",)  # the oracle names of the findings this module makes
 
 _FRAME = re.compile(r'File "([^"]*)", line \d+, in (\S+)')
 
@@ -21,17 +23,40 @@ def raise_site(traceback_text: str) -> str:
     return f"{path[path.rfind('/jax'):].lstrip('/')} in {func}"
 
 
+def raise_module(traceback_text: str) -> str:
+    """``jax._src.module:function`` of the innermost frame inside JAX ('' if none): the signature's site."""
+    sites = [(f, fn) for f, fn in _FRAME.findall(traceback_text) if "/jax/" in f or "/jaxlib/" in f]
+    if not sites:
+        return ""
+    path, func = sites[-1]
+    rel = path[path.rfind("/jax"):].lstrip("/")
+    return rel.removesuffix(".py").replace("/", ".") + ":" + func
+
+
+def signature(exc_type: str, message: str, traceback_text: str) -> str:
+    """The deduplication key of an exception: oracle, exception type, JAX frame that raised, normalized message.
+
+    The frame (``module:function``, innermost inside JAX) tracks the bug rather than its
+    wording: one message raised from two places is two bugs, two wordings from one
+    place with one type are usually one.
+    """
+    site = raise_module(traceback_text) or "?"
+    return f"internal-error: {exc_type}: {site}: {normalize(message)}"
+
+
 def judge(program: dict, outcome: dict) -> list:
     """One finding per call that raised, and one if the rendered module itself failed."""
     found = []
     if outcome.get("module_error"):
         e = outcome["module_error"]
-        found.append(Finding("internal-error", e["type"], e["message"], None, e["traceback"]))
+        found.append(Finding("internal-error", e["type"], e["message"], None, e["traceback"],
+                             signature=signature(e["type"], e["message"], e["traceback"])))
     for k, c in enumerate(outcome["calls"]):
         if not c["ok"]:
             e = c["error"]
             label = call_label(program["calls"][k])
             # a message-less error (a bare assert) is located by where JAX raised it
             message = e["message"] or f"raised in {raise_site(e['traceback']) or 'an unknown place'}"
-            found.append(Finding("internal-error", e["type"], message, k, f"{label}\n{e['traceback']}"))
+            found.append(Finding("internal-error", e["type"], message, k, f"{label}\n{e['traceback']}",
+                                 signature=signature(e["type"], message, e["traceback"])))
     return found

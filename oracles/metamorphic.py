@@ -11,6 +11,8 @@ import json
 
 from oracles.common import Finding, call_label, close
 
+NAMES = ("metamorphic",)  # the oracle names of the findings this module makes
+
 
 def equivalence_key(call: dict) -> str:
     """Calls with the same key must return the same values."""

@@ -1,18 +1,19 @@
-"""Corpus replay: every entry recorded on the installed JAX keeps its status.
+"""Corpus replay: every entry is replayed on the installed JAX; entries keep their status.
 
-An ``open`` entry (a known JAX bug) must still reproduce its signature; a ``fixed`` one
-must not. When JAX fixes a bug this test fails: mark the entry ``fixed`` (it becomes a
-regression test).
+On the release an entry was recorded on, an ``open`` entry (a known JAX bug) must still
+reproduce its signature and a ``fixed`` one must not: when JAX fixes a bug this test
+fails (mark the entry ``fixed``: it becomes a regression test). On other releases the
+verdict (reproduces / does not reproduce / not applicable here) is printed, not checked.
 """
 from pathlib import Path
 
 import pytest
 
-from fuzz.program import load_corpus
+from fuzz.program import corpus_files
 from fuzz.replay import replay_entry
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
-PAIRS = list(zip(sorted(CORPUS.glob("*.json")), load_corpus(CORPUS)))  # load_corpus sorts by path too
+PAIRS = corpus_files(CORPUS)
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +32,5 @@ def test_corpus_is_not_empty():
 @pytest.mark.parametrize("path, entry", PAIRS, ids=[p.stem for p, _ in PAIRS])
 def test_entry_keeps_its_status(runner, path, entry):
     result = replay_entry(entry, runner, str(path))
-    if result.skipped:
-        pytest.skip(result.skipped)
-    assert result.ok, f"{path.name}: status {entry['status']} but reproduced={result.reproduced}"
+    print(f"{path.name}: {result.verdict} on JAX {runner.caps['jax_version']} {result.why}")
+    assert result.ok, f"{path.name}: status {entry['status']} but {result.verdict} ({result.why})"
