@@ -283,6 +283,12 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
             _require(n in mesh and n not in ctx.manual, f"shard_map axis {n!r} is not a free mesh axis")
         _require(not (ctx.explicit and ctx.manual), "nested shard_map over an Explicit mesh is not generated")
         _require(not (ctx.explicit and set(names) != set(mesh)), "partial-manual shard_map over an Explicit mesh")
+        # jax/_src/shard_map.py (ShardMapTrace.process_shard_map): "Check consistency between
+        # outer and inner shmaps on ... check_vma" -- a nested shard_map must keep the enclosing
+        # one's check_vma (eager: a bare `raise Exception`; "TODO: add check in jit path").
+        outer_checks = {a.check_vma for a in ctx.axes if a.kind == "mesh"}
+        _require(not outer_checks or outer_checks == {t["check_vma"]},
+                 "a nested shard_map must keep the enclosing shard_map's check_vma")
         _require(len(t["in_specs"]) == len(args), "in_specs and args differ in length")
         inner = []
         for spec, a in zip(t["in_specs"], args):

@@ -138,7 +138,9 @@ class _Gen:
         manual = names if names is not None else free
         usable = [a for a in manual if a not in ctx.reserved]
         in_specs = [draw(partition_specs(a.shape, usable, ctx.mesh)) for a in args]
-        check = draw(st.booleans().map(lambda b: not b))  # True (the default) first
+        outer = [a.check_vma for a in ctx.axes if a.kind == "mesh"]
+        # a nested shard_map keeps the enclosing one's check_vma (see fuzz.typecheck.enter)
+        check = outer[0] if outer else draw(st.booleans().map(lambda b: not b))  # True (the default) first
         return {"kind": "shard_map", "in_specs": in_specs, "out_specs": [], "check_vma": check, "axis_names": names}
 
     def transform_out(self, t: dict, outer: T.Ctx, inner: T.Ctx, results: list) -> None:
@@ -387,8 +389,9 @@ def chain_variants(program: dict, call: dict) -> list:
         if t["kind"] == "vmap" and t["spmd_axis_name"] is not None:
             cands.append(chain[:i] + [{**t, "spmd_axis_name": None}] + chain[i + 1:])
         if t["kind"] == "shard_map":
-            cands.append(chain[:i] + [{**t, "check_vma": not t["check_vma"]}] + chain[i + 1:])
             cands.append(chain[:i] + chain[i + 1:])
+    if any(t["kind"] == "shard_map" for t in chain):  # nested shard_maps keep one check_vma: toggle all
+        cands.append([{**t, "check_vma": not t["check_vma"]} if t["kind"] == "shard_map" else t for t in chain])
     ok = []
     ctx = T.root_ctx(program)
     inputs = T.input_types(program)
