@@ -6,7 +6,10 @@ PYTHONHASHSEED) and judged exactly as in a campaign, so that a runner that stops
 passing the lowering worker's outcome, or a ``judge`` that stops calling an oracle,
 fails a test.
 """
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -15,9 +18,16 @@ from helpers import JIT, call, eqn, fn, program
 
 # Appended after the last function of a rendered source: the jitted function's name, and
 # so the lowered module's name, follows a set's iteration order, which depends on
-# PYTHONHASHSEED (the main worker runs with seed 0, the lowering worker with seed 1:
-# fuzz/runner.py; tests/test_oracles.py checks that these two seeds order this set differently).
-RENAME = "f0.__name__ = 'f_' + '_'.join({'x', 'y', 'z'})\n"
+# PYTHONHASHSEED (the two workers of a Runner run with different seeds).
+NAME = "'f_' + '_'.join({'x', 'y', 'z', 'w'})"
+RENAME = f"f0.__name__ = {NAME}\n"
+
+
+def name_under(seed) -> str:
+    """What NAME evaluates to in a process with this PYTHONHASHSEED."""
+    env = {**os.environ, "PYTHONHASHSEED": str(seed)}
+    return subprocess.run([sys.executable, "-c", f"print({NAME})"], env=env, capture_output=True, text=True,
+                          check=True).stdout.strip()
 
 
 def hash_dependent(source: str) -> str:
@@ -38,10 +48,13 @@ class SwitchableHook:
 
 
 @pytest.fixture(scope="module")
-def runner():
-    hook = SwitchableHook()
+def hook():
+    return SwitchableHook()
+
+
+@pytest.fixture(scope="module")
+def runner(hook):
     r = Runner(timeout=120, source_hook=hook)
-    r.hook = hook
     yield r
     r.close()
 
@@ -51,21 +64,24 @@ def sin_program():
     return program(inputs=[("x0", (8,), 3)], functions={"f0": body}, calls=[call("f0", [JIT], ["x0"])])
 
 
-def test_runner_reports_no_finding_for_a_deterministic_program(runner):
-    runner.hook.hook = None
+def test_runner_reports_no_finding_for_a_deterministic_program(runner, hook):
+    hook.hook = None
     found, source = runner.run(sin_program())
     assert "jax.jit(f0)" in source  # the module name comes from f0: what the other test renames
     assert [(f.oracle, f.kind, f.message) for f in found] == []
 
 
-def test_runner_reports_a_lowering_that_depends_on_the_hash_seed(runner):
-    runner.hook.hook = hash_dependent
+def test_runner_reports_a_lowering_that_depends_on_the_hash_seed(runner, hook):
+    assert runner.lowerer is not None, "a Runner lowers in a second worker by default"
+    seeds = runner.worker.hash_seed, runner.lowerer.hash_seed
+    assert name_under(seeds[0]) != name_under(seeds[1]), f"hash seeds {seeds} order the set alike: change NAME"
+    hook.hook = hash_dependent
     try:
         found, source = runner.run(sin_program())
     finally:
-        runner.hook.hook = None
+        hook.hook = None
     assert RENAME in source  # the hooked source is the one that ran
     # the source still runs and computes the right values: the only finding is the lowering's
     assert [(f.oracle, f.kind, f.call) for f in found] == [("determinism", "cross-process", 0)]
-    assert "PYTHONHASHSEED=0 and 1" in found[0].message
+    assert f"PYTHONHASHSEED={seeds[0]} and {seeds[1]}" in found[0].message
     assert "@@" in found[0].details  # a unified diff of the two lowerings
