@@ -223,7 +223,7 @@ def load_entry(path: str | Path) -> dict:
     """A validated corpus entry; CorpusError (one line) for unreadable, non-JSON or invalid files."""
     path = Path(path)
     try:
-        entry = json.loads(path.read_text())
+        entry = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
         raise CorpusError(f"{path}: cannot read ({e.strerror}); check the file's permissions") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
