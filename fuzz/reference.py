@@ -29,9 +29,23 @@ import numpy as np
 from fuzz import typecheck as T
 
 
-def make_input(seed: int, shape) -> np.ndarray:
-    """The value of a program input: multiples of 1/8 in [-1, 1], float32 (same as the rendered source)."""
-    return (np.random.default_rng(seed).integers(-8, 9, size=tuple(shape)).astype(np.float32) / 8)
+def make_input(seed: int, shape, values: str = "seeded") -> np.ndarray:
+    """The value of a program input (float32 array of ``shape``), the same as the rendered source's.
+
+    ``values`` (the input's optional "values" field, program schema ``$defs/input``):
+    "seeded" (default): multiples of 1/8 in [-1, 1] drawn from ``seed``; "arange":
+    ``k / n`` for the ``n`` elements in row-major order; "ones": all 1. Raises
+    ProgramError for another ``values``.
+    """
+    shape = tuple(shape)
+    n = math.prod(shape)
+    if values == "ones":
+        return np.ones(shape, np.float32)
+    if values == "arange":
+        return np.arange(n, dtype=np.float32).reshape(shape) / n
+    if values != "seeded":
+        raise T.ProgramError(f"input values {str(values)[:40]!r} is not seeded, arange or ones")
+    return (np.random.default_rng(seed).integers(-8, 9, size=shape).astype(np.float32) / 8)
 
 
 class Reference:
@@ -290,7 +304,7 @@ class Reference:
     # ------------------------------------------------------------------ entry
     def evaluate(self) -> dict:
         ctx = T.root_ctx(self.p)
-        inputs = {i["name"]: make_input(i["seed"], i["shape"]) for i in self.p["inputs"]}
+        inputs = {i["name"]: make_input(i["seed"], i["shape"], i.get("values", "seeded")) for i in self.p["inputs"]}
         in_types = T.input_types(self.p)
         env = {n: (x, in_types[n], 0) for n, x in inputs.items()}
         results, callbacks = [], []
