@@ -578,6 +578,83 @@ def _smaller_ints(v: int) -> list:
     return [s * x for x in sorted({0, 1, a // 2, a - 1}) if x < a]
 
 
+# ----------------------------------------------------------------------------- repair
+def _fit_spec(spec: list, rank: int) -> list:
+    """A spec of length ``rank``: unnamed entries go first, then trailing ones; Nones pad."""
+    spec = list(spec)
+    while len(spec) > rank and None in spec:
+        del spec[len(spec) - 1 - spec[::-1].index(None)]
+    del spec[rank:]
+    return spec + [None] * (rank - len(spec))
+
+
+def _fit_in(chain: list, ranks: list) -> None:
+    """Fit a chain's in_specs / in_axes to its arguments' ranks (in place)."""
+    ranks = list(ranks)
+    for t in chain:
+        for k, spec in enumerate(t.get("in_specs") or []):
+            if k < len(ranks):
+                t["in_specs"][k] = _fit_spec(spec, ranks[k])
+        for k, ax in enumerate(t.get("in_axes") or []):
+            if ax is not None and k < len(ranks):
+                t["in_axes"][k] = min(ax, ranks[k] - 1) if ranks[k] else None
+                ranks[k] -= 1 if ranks[k] else 0
+
+
+def _fit_out(t: dict, ranks: list) -> None:
+    """Fit one transform's out_specs / out_axes to its inner results' ranks (in place)."""
+    for k, spec in enumerate(t.get("out_specs") or []):
+        if k < len(ranks):
+            t["out_specs"][k] = _fit_spec(spec, ranks[k])
+    for k, ax in enumerate(t.get("out_axes") or []):
+        if ax is not None and k < len(ranks):
+            t["out_axes"][k] = min(ax, ranks[k])
+
+
+def _repair(program: dict) -> dict:
+    """Fit every chain's per-argument and per-result entries to the ranks the typing rules
+    derive, in place, so that a step that changes a value's rank carries on downstream
+    (e.g. a shard_map's out_specs lose an entry). Stops at the first other typing error."""
+    try:
+        ctx = T.root_ctx(program)
+        ins = T.input_types(program)
+        for call in program["calls"]:
+            fn = program["functions"][call["function"]]
+            _repair_chain(call["transforms"], fn, ctx, [ins[a] for a in call["args"]], ins)
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        pass  # ProgramError included: the candidate is refused later
+    return program
+
+
+def _repair_chain(chain, fn, ctx, args, env):
+    _fit_in(chain, [a.rank for a in args])
+    levels = []
+    for t in chain:
+        inner, inner_args = T.enter(t, ctx, args)
+        levels.append((t, ctx, inner, args))
+        if t["kind"] == "shard_map" and ctx.explicit:
+            env = {}  # as fuzz.typecheck.call_types
+        ctx, args = inner, inner_args
+    results = _repair_fn(fn, ctx, args, env)
+    for t, outer, inner, a in reversed(levels):
+        _fit_out(t, [r.rank for r in results])
+        results = T.exit_(t, outer, inner, a, results)
+    return results
+
+
+def _repair_fn(fn, ctx, params, env):
+    env = dict(env)
+    env.update(zip(fn["params"], params))
+    for e in fn["eqns"]:
+        args = [env[v] for v in e["args"]]
+        if _is_fn(e.get("fn")) and isinstance(e.get("transforms"), list):
+            outs = _repair_chain(e["transforms"], e["fn"], ctx, args, env)
+        else:
+            outs = T.function_types({"params": [], "eqns": [e], "results": list(e["outs"])}, ctx, [], env)
+        env.update(zip(e["outs"], outs))
+    return [env[r] for r in fn["results"]]
+
+
 # ----------------------------------------------------------------------------- names
 def canonical(program: dict) -> dict:
     """``program`` with canonical names: top-level functions f0.. (in order of first call),
@@ -684,6 +761,7 @@ class _Reducer:
         """Keep ``cand`` if it is smaller, valid and interesting; log it."""
         if cand is None:
             return False
+        _repair(cand)
         if self.auto_dce:
             cand = _without_dead_code(cand) or cand
         s = _size3(cand)
@@ -799,8 +877,9 @@ def _pass_calls(ix: _Index, call, start):
 
 # Pass 3 ---------------------------------------------------------------------------------
 def _pass_rewire(ix: _Index, call, start):
-    """Drop an equation: its uses read a visible value of the same type instead (the
-    equation's own args first: unary -> identity). Equations with no outs are just dropped."""
+    """Drop an equation: its uses read one of its args (unary -> identity; downstream types
+    follow from the typing rules) or a visible value of the same type instead. Equations
+    with no outs are just dropped."""
     slot = 0
     for path, sc in list(ix.scopes.items()):
         for i, e in enumerate(sc.fn["eqns"]):
@@ -818,7 +897,10 @@ def _pass_rewire(ix: _Index, call, start):
                     order.append(d)
             choices = []
             for d in outs:
-                choices.append([None] if not ix.uses[d] else [r for r in order if ix.same_type(r, d)])
+                # its own args even when the type differs (downstream types follow, or the
+                # candidate is refused for free), then visible values of the same type
+                choices.append([None] if not ix.uses[d] else
+                               [r for r in order if r in args or ix.same_type(r, d)])
             if not all(choices):
                 continue
             for j in range(max(map(len, choices))):
@@ -1191,6 +1273,7 @@ def candidates(program: dict, call: int | None = None):
             built = make()
             if built is not None:
                 cand, c = built
+                _repair(cand)
                 yield name, (_without_dead_code(cand) or cand) if auto else cand, c
 
 
