@@ -1,0 +1,281 @@
+"""``shardfuzz bisect``: which released JAX versions show a corpus entry's finding.
+
+Each tested release replays the entry (fuzz.replay.replay_entry, in a cached venv from
+fuzz.provision; this interpreter for its own jax version) and gets a verdict:
+
+- ``reproduces``: the same signature;
+- ``fails differently``: a finding of the same oracle with another signature (messages
+  change across releases: seed C's in ../shared/seeds.md does);
+- ``does not reproduce``;
+- ``not applicable here``: the release lacks an API the program needs (fuzz.replay).
+
+"Affected" means reproduces or fails differently. The search tests the two ends of the
+range (and the release the entry was recorded on, when inside), narrows the releases
+where the program is applicable (assuming "not applicable" is a prefix or suffix of
+the range: an API that appeared or went away), then binary-searches each change of
+status between two tested releases, **assuming at most one change between two tested
+releases** (a bug introduced and fixed between them is not seen). The result goes into
+the entry's ``releases`` field (written atomically, only when the bisect succeeds).
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from fuzz.provision import OLDEST
+from fuzz.replay import DOES_NOT, NOT_APPLICABLE, REPRODUCES
+from fuzz.util import version_tuple
+
+FAILS_DIFFERENTLY = "fails differently"
+AFFECTED = (REPRODUCES, FAILS_DIFFERENTLY)
+ASSUMPTION = ("at most one change of status between two tested releases; not applicable releases form a prefix "
+              "or a suffix of the range")
+
+
+class BisectError(Exception):
+    """Bisect cannot go on: a one-line reason and what to do (the command exits 2)."""
+
+
+# ------------------------------------------------------------------------------ releases
+
+def parse_pip_versions(text: str) -> list:
+    """Released X.Y.Z versions from ``pip index versions jax`` output, oldest first, >= fuzz.provision.OLDEST.
+
+    Versions of another form (0.9.0.1, release candidates) are left out: fuzz.provision
+    installs X.Y.Z only. Raises BisectError when the text has no "Available versions:" line.
+    """
+    m = re.search(r"Available versions:\s*(.*)", text)
+    if not m:
+        raise BisectError("pip did not list the versions of jax; check that PyPI is reachable "
+                          "(pip index versions jax)")
+    out = [v.strip() for v in m.group(1).split(",")]
+    out = [v for v in out if re.fullmatch(r"\d+\.\d+\.\d+", v) and version_tuple(v) >= OLDEST]
+    return sorted(set(out), key=version_tuple)
+
+
+def released_versions() -> list:
+    """The released jax versions PyPI offers (``pip index versions jax``), oldest first; BisectError if pip fails."""
+    try:
+        r = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "jax"], capture_output=True, text=True,
+                           timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise BisectError(f"cannot run pip to list jax releases ({type(e).__name__}); check the network") from None
+    return parse_pip_versions(r.stdout + "\n" + r.stderr)
+
+
+def select(versions: list, lo: str | None, hi: str | None) -> list:
+    """The versions within [lo, hi] (inclusive; None: open). BisectError for a malformed bound or an empty range."""
+    for name, v in (("--from", lo), ("--to", hi)):
+        if v is not None and not re.fullmatch(r"\d+\.\d+\.\d+", v):
+            raise BisectError(f"{name} {v!r} is not of the form X.Y.Z (e.g. 0.4.38)")
+    out = [v for v in versions if (lo is None or version_tuple(v) >= version_tuple(lo))
+           and (hi is None or version_tuple(v) <= version_tuple(hi))]
+    if not out:
+        raise BisectError(f"no released jax version >= {'.'.join(map(str, OLDEST))} lies in "
+                          f"[{lo or 'oldest'}, {hi or 'newest'}]; widen --from / --to")
+    return out
+
+
+# ------------------------------------------------------------------------------ verdicts
+
+def classify(entry: dict, replay) -> str:
+    """The bisect verdict of a fuzz.replay.Replay: REPRODUCES, FAILS_DIFFERENTLY, DOES_NOT or NOT_APPLICABLE."""
+    if replay.verdict in (REPRODUCES, NOT_APPLICABLE):
+        return replay.verdict
+    seen = [s.strip() for s in (replay.why or "").split(";")]
+    return FAILS_DIFFERENTLY if any(s.startswith(f"{entry['oracle']}:") for s in seen) else DOES_NOT
+
+
+def _kind(verdict: str) -> str:
+    return "affected" if verdict in AFFECTED else "n/a" if verdict == NOT_APPLICABLE else "unaffected"
+
+
+def search(versions: list, verdict_of, anchors=(), log=lambda s: None) -> dict:
+    """Bisect ``versions`` (oldest first) with ``verdict_of(version) -> verdict`` (called once per version).
+
+    ``anchors``: versions to test first besides the two ends (the recorded release).
+    Returns the ``releases`` record: ``tested`` {version: verdict} (oldest first),
+    ``changes`` [{"last": v, "first": w, "from": verdict, "to": verdict}] between
+    neighbouring releases, ``first_affected``, ``last_unaffected``, ``fixed_in``,
+    ``last_affected`` (each a version or None), ``applicable`` [oldest, newest] release
+    where the program runs, ``range`` [first, last] and ``assumption``. Raises
+    BisectError when no tested release can run the program.
+    """
+    n = len(versions)
+    tested: dict = {}
+
+    def status(i: int) -> str:
+        v = versions[i]
+        if v not in tested:
+            tested[v] = verdict_of(v)
+            log(f"{v}: {tested[v]}")
+        return _kind(tested[v])
+
+    ends = [0, n - 1] + [versions.index(a) for a in anchors if a in versions]
+    for i in sorted(set(ends)):
+        status(i)
+    applicable = sorted(i for i in set(ends) if status(i) != "n/a")
+    if not applicable:
+        raise BisectError(f"the program is not applicable on any tested release ({', '.join(tested)}); "
+                          f"choose a range where its API exists")
+    a, b = applicable[0], applicable[-1]
+    if status(0) == "n/a":  # the oldest applicable release: "not applicable" is a prefix
+        lo, hi = 0, a
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if status(mid) == "n/a" else (lo, mid)
+        a = hi
+    if status(n - 1) == "n/a":  # the newest applicable release: "not applicable" is a suffix
+        lo, hi = b, n - 1
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if status(mid) == "n/a" else (mid, hi)
+        b = lo
+
+    changes = []
+
+    def split(lo: int, hi: int) -> None:
+        if status(lo) == status(hi):
+            return  # assumed: no change in between
+        if hi - lo == 1:
+            changes.append((lo, hi))
+            return
+        mid = (lo + hi) // 2
+        if status(mid) == "n/a":  # an applicable release nearest the middle
+            for c in sorted(range(lo + 1, hi), key=lambda i: (abs(i - mid), i)):
+                if status(c) != "n/a":
+                    mid = c
+                    break
+            else:
+                changes.append((lo, hi))  # nothing applicable in between: the change lies across the gap
+                return
+        split(lo, mid)
+        split(mid, hi)
+
+    points = sorted(i for i in range(a, b + 1) if versions[i] in tested and status(i) != "n/a")
+    for lo, hi in zip(points, points[1:]):
+        split(lo, hi)
+    changes.sort()
+    first_affected = last_unaffected = fixed_in = last_affected = None
+    if status(a) == "affected":
+        first_affected = versions[a]
+    for lo, hi in changes:
+        if status(hi) == "affected" and first_affected is None:
+            first_affected, last_unaffected = versions[hi], versions[lo]
+        if status(lo) == "affected" and status(hi) == "unaffected" and fixed_in is None:
+            fixed_in, last_affected = versions[hi], versions[lo]
+    return {
+        "range": [versions[0], versions[-1]],
+        "applicable": [versions[a], versions[b]],
+        "tested": {v: tested[v] for v in versions if v in tested},
+        "changes": [{"last": versions[lo], "first": versions[hi], "from": tested[versions[lo]],
+                     "to": tested[versions[hi]]} for lo, hi in changes],
+        "first_affected": first_affected,
+        "last_unaffected": last_unaffected,
+        "fixed_in": fixed_in,
+        "last_affected": last_affected,
+        "assumption": ASSUMPTION,
+    }
+
+
+def summary(result: dict) -> list:
+    """Lines for a human: each tested release and its verdict, then the conclusions."""
+    lines = [f"  {v:>8}  {verdict}" for v, verdict in result["tested"].items()]
+    if result["applicable"] != result["range"]:
+        lines.append(f"applicable from {result['applicable'][0]} to {result['applicable'][1]} "
+                     f"(the others lack an API the program needs)")
+    if result["first_affected"]:
+        since = (f"first affected {result['first_affected']}" + (f", last unaffected {result['last_unaffected']}"
+                 if result["last_unaffected"] else " (the oldest applicable release tested)"))
+        lines.append(since)
+    else:
+        lines.append("no tested release shows the finding")
+    if result["fixed_in"]:
+        lines.append(f"fixed in {result['fixed_in']} (last affected {result['last_affected']})")
+    lines.append(f"assumes {result['assumption']}")
+    return lines
+
+
+# ------------------------------------------------------------------------------ replays
+
+def verdict_on(entry: dict, version: str, log=lambda s: None) -> str:
+    """Replay ``entry`` on released jax ``version`` and classify it; BisectError if that jax cannot run."""
+    from fuzz.execute import WorkerError
+    from fuzz.export import installed_jax_version
+    from fuzz.provision import ProvisionError, interpreter
+    from fuzz.replay import replay_entry
+    from fuzz.runner import Runner
+
+    try:
+        python = sys.executable if version == installed_jax_version() else interpreter(version, log=log)
+    except ProvisionError as e:
+        raise BisectError(str(e)) from None
+    try:
+        runner = Runner(python=python, determinism=entry["oracle"] == "determinism")
+    except WorkerError as e:
+        raise BisectError(f"jax {version}: {e}") from None
+    try:
+        return classify(entry, replay_entry(entry, runner))
+    finally:
+        runner.close()
+
+
+@click.command("bisect")
+@click.argument("entry_path", type=click.Path(dir_okay=False))
+@click.option("--from", "lo", default=None, help="Oldest release to test (X.Y.Z; default: the oldest supported).")
+@click.option("--to", "hi", default=None, help="Newest release to test (X.Y.Z; default: the newest).")
+def bisect(entry_path, lo, hi):
+    """Replay a corpus entry on released JAX versions: first affected, last unaffected, fixed in.
+
+    Venvs are made once per release in ~/.cache/shardfuzz (about 1 GB and 30-90 s each).
+    The result is written into the entry's ``releases`` field. Exit 2 (one line, entry
+    unchanged) for an invalid entry or range, a release that cannot be installed, or an
+    entry that does not reproduce on the release it was recorded on.
+    """
+    from fuzz.program import CorpusError, load_entry, write_entry
+
+    def log(msg: str) -> None:
+        click.echo(msg, err=True)
+
+    try:
+        try:
+            entry = load_entry(entry_path)
+        except CorpusError as e:
+            raise BisectError(str(e)) from None
+        versions = select(released_versions(), lo, hi)
+        recorded = entry["jax_version"]
+        anchors = [recorded] if recorded in versions else []
+        log(f"bisecting {Path(entry_path).name} over {len(versions)} releases {versions[0]}..{versions[-1]} "
+            f"(assumes {ASSUMPTION})")
+        start = time.monotonic()
+        cache: dict = {}
+
+        def verdict_of(v: str) -> str:
+            if v not in cache:
+                t0 = time.monotonic()
+                cache[v] = verdict_on(entry, v, log=log)
+                if v == recorded and cache[v] != REPRODUCES:
+                    raise BisectError(f"{entry_path} does not reproduce on jax {v}, the release it was recorded on "
+                                      f"({cache[v]}); re-save the entry or mark it fixed")
+                log(f"  ({time.monotonic() - t0:.0f} s)")
+            return cache[v]
+
+        if anchors:
+            verdict_of(recorded)  # first: a stale entry fails fast
+        result = search(versions, verdict_of, anchors, log=log)
+        result["seconds"] = round(time.monotonic() - start, 1)
+        try:
+            write_entry(entry_path, {**entry, "releases": result})
+        except (CorpusError, OSError) as e:
+            raise BisectError(f"cannot write {entry_path} ({e}); the entry is unchanged") from None
+    except BisectError as e:
+        click.echo(f"shardfuzz: {e}", err=True)
+        sys.exit(2)
+    for line in summary(result):
+        click.echo(line)
+    click.echo(f"{entry_path}: releases written ({result['seconds']:.0f} s)")

@@ -1,0 +1,641 @@
+"""``shardfuzz export``: a finding as ``repro.py`` and ``ISSUE.md``, checked in a fresh process first.
+
+The input is a corpus entry or a campaign report (``--finding N``); both are untrusted
+(they arrive by pull request or mail): the entry is validated by fuzz.program.load_entry,
+a report finding's program (and history) by fuzz.program.validate_program, and the repro
+is rendered again from the program (a report's ``source`` field is never used).
+
+Self-verification: ``repro.py`` runs in a fresh process under the JAX the finding was
+recorded on (this interpreter when its jax matches the entry's ``jax_version``; else
+``--python`` or ``--jax-version``, see fuzz.provision) with ``JAX_TRACEBACK_FILTERING=off``,
+and must show the same finding (see :func:`judge_run`); otherwise nothing is written and
+the command exits 2 with one line saying why.
+
+``ISSUE.md`` follows the layout of JAX's GitHub bug report form: a title, a
+"Description" (what happens, what was expected and why the program is valid, the repro,
+the observed output, the affected releases from ``shardfuzz bisect``) and "System info"
+(``jax.print_environment_info()`` of the interpreter that ran the repro).
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from fuzz.render import BUG_MARK, render_repro
+
+PER_CALL = ("internal-error", "differential", "callbacks", "metamorphic", "determinism")
+STARTUP_SECONDS = 120.0  # importing JAX on a loaded 2-core machine
+CALL_SECONDS = 60.0  # per call of the repro (compiles included)
+
+# Runs a repro as `python repro.py` would, and records the exception that ended it
+# (type as module.QualName, message, traceback: the fields of fuzz/worker.py's error_record).
+_RUN = r'''
+import json, runpy, sys, traceback
+path, record = sys.argv[1], sys.argv[2]
+sys.argv = [path]
+try:
+    runpy.run_path(path, run_name="__main__")
+except Exception as e:
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != path:
+        tb = tb.tb_next  # print the traceback from the repro's own frame, as python repro.py does
+    traceback.print_exception(type(e), e, tb or e.__traceback__)
+    text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    with open(record, "w") as f:
+        json.dump({"type": type(e).__module__ + "." + type(e).__qualname__, "message": str(e),
+                   "traceback": text[-4000:]}, f)
+    sys.exit(1)
+'''
+
+# Prints the worker's capabilities (the API differences render_repro needs) and
+# jax.print_environment_info() of an interpreter, as one JSON object.
+_PROBE = r'''
+import contextlib, io, json, sys
+sys.path.insert(0, sys.argv[1])
+from worker import capabilities
+import jax
+buf = io.StringIO()
+with contextlib.redirect_stdout(buf):
+    jax.print_environment_info()
+print(json.dumps({"caps": capabilities(jax), "info": buf.getvalue()}))
+'''
+
+# (title, address, what it says) of the JAX documentation for each feature of a program
+# (fuzz.features): why a program using it is valid.
+DOCS = {
+    "shard_map": ("Manual parallelism with shard_map", "https://docs.jax.dev/en/latest/notebooks/shard_map.html",
+                  "shard_map maps a function over blocks of its arguments cut by `in_specs`; a result must name in "
+                  "`out_specs` every manual mesh axis it varies over; collectives may name any manual axis"),
+    "partial_manual": ("jax.shard_map", "https://docs.jax.dev/en/latest/_autosummary/jax.shard_map.html",
+                       "`axis_names` makes the body manual over those mesh axes only, the others stay automatic"),
+    "check_vma_off": ("jax.shard_map", "https://docs.jax.dev/en/latest/_autosummary/jax.shard_map.html",
+                      "`check_vma=False` turns off the check of varying manual axes"),
+    "vmap": ("jax.vmap", "https://docs.jax.dev/en/latest/_autosummary/jax.vmap.html",
+             "`in_axes` / `out_axes` choose the mapped dimension of each argument and result (None: not mapped)"),
+    "vmap_axis_name": ("jax.vmap", "https://docs.jax.dev/en/latest/_autosummary/jax.vmap.html",
+                       "`axis_name` names the mapped axis so that collectives (psum, all_gather, all_to_all, "
+                       "axis_index, ...) can refer to it"),
+    "spmd_axis_name": ("jax.vmap", "https://docs.jax.dev/en/latest/_autosummary/jax.vmap.html",
+                       "`spmd_axis_name` names a mesh axis over which the mapped dimension is sharded; it does not "
+                       "change values"),
+    "grad": ("jax.grad", "https://docs.jax.dev/en/latest/_autosummary/jax.grad.html",
+             "grad of a scalar-valued function; the shard_map tutorial's autodiff section covers grad through "
+             "shard_map"),
+    "value_and_grad": ("jax.value_and_grad", "https://docs.jax.dev/en/latest/_autosummary/jax.value_and_grad.html",
+                       "value and gradient of a scalar-valued function"),
+    "io_callback": ("jax.experimental.io_callback",
+                    "https://docs.jax.dev/en/latest/_autosummary/jax.experimental.io_callback.html",
+                    "calls an impure host function (`ordered=True` keeps the calls in program order); the "
+                    "External callbacks guide (https://docs.jax.dev/en/latest/external-callbacks.html) says callbacks "
+                    "work under jit, vmap and grad"),
+    "collective": ("jax.lax parallel operators", "https://docs.jax.dev/en/latest/jax.lax.html#parallel-operators",
+                   "psum, pmax, pmin, pmean, all_gather, psum_scatter, ppermute, all_to_all and axis_index over any "
+                   "axis name bound by an enclosing shard_map or vmap"),
+    "explicit_mesh": ("Explicit sharding", "https://docs.jax.dev/en/latest/notebooks/explicit-sharding.html",
+                      "a mesh with `AxisType.Explicit` axes, used with `jax.set_mesh` and `jax.sharding.reshard`"),
+    "jit": ("jax.jit", "https://docs.jax.dev/en/latest/_autosummary/jax.jit.html",
+            "jit does not change what a function computes"),
+}
+_COLLECTIVES = ("psum", "pmax", "pmin", "pmean", "all_gather", "psum_scatter", "ppermute", "all_to_all", "axis_index")
+
+
+class ExportError(Exception):
+    """Export cannot go on: a one-line reason and what to do (the command exits 2)."""
+
+
+@dataclass
+class Case:
+    """One finding to export: its program, what it showed, and where it was recorded."""
+
+    name: str  # file stem for the default output directory
+    oracle: str
+    kind: str
+    message: str
+    signature: str
+    call: int | None
+    program: dict
+    history: list
+    jax_version: str
+    releases: dict | None = None
+
+
+@dataclass
+class Run:
+    """A verification run of repro.py: exit status, output, the exception that ended it (or None), seconds."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    error: dict | None
+    seconds: float
+
+
+# ------------------------------------------------------------------------------ loading
+
+def load_case(path: str, finding: int | None) -> Case:
+    """The finding of a corpus entry file, or finding ``finding`` (1-based) of a report file.
+
+    Raises ExportError (one line) for an unreadable file, an invalid entry, a report
+    without that finding, or a finding whose program is not valid.
+    """
+    from fuzz.program import CorpusError, load_entry, validate_program
+    from fuzz.typecheck import ProgramError
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise ExportError(f"cannot read {path} ({e.strerror}); pass a corpus entry or a report file") from None
+    except (ValueError, RecursionError) as e:
+        raise ExportError(f"{path} is not JSON ({' '.join(str(e).split())[:100]}); pass a corpus entry or "
+                          f"a report written by 'shardfuzz run --report'") from None
+    if isinstance(data, dict) and data.get("format") == "shardfuzz-corpus-entry":
+        if finding is not None:
+            raise ExportError(f"{path} is a corpus entry (one finding): drop --finding")
+        try:
+            entry = load_entry(path)
+        except CorpusError as e:
+            raise ExportError(str(e)) from None
+        return Case(Path(path).stem, entry["oracle"], entry["kind"], entry["message"], entry["signature"],
+                    entry.get("call"), entry["program"], entry.get("history", []), entry["jax_version"],
+                    entry.get("releases"))
+    if not isinstance(data, dict) or not isinstance(data.get("findings"), list):
+        raise ExportError(f"{path} is neither a corpus entry nor a report (no findings list)")
+    findings = data["findings"]
+    if finding is None:
+        raise ExportError(f"{path} is a report with {len(findings)} findings: pass --finding N (1 to {len(findings)})")
+    if not 1 <= finding <= len(findings):
+        raise ExportError(f"{path} has {len(findings)} findings; --finding {finding} is out of range")
+    f = findings[finding - 1]
+    where = f"{path}: finding {finding}"
+    if not isinstance(f, dict):
+        raise ExportError(f"{where} is not an object; pass a report written by 'shardfuzz run --report'")
+    fields = {"oracle": str, "kind": str, "message": str, "signature": str}
+    for key, typ in fields.items():
+        if not isinstance(f.get(key), typ):
+            raise ExportError(f"{where} has no {key}; pass a report written by 'shardfuzz run --report'")
+    call = f.get("call")
+    if call is not None and (isinstance(call, bool) or not isinstance(call, int)):
+        raise ExportError(f"{where}: call {str(call)[:20]!r} is not an index")
+    history = f.get("history_programs") or []
+    if f["oracle"] in ("crash", "hang") and f.get("history") and not history:
+        raise ExportError(f"{where} needs {len(f['history'])} earlier program(s) that the report does not hold as "
+                          f"programs; save it with 'shardfuzz save' and export the entry")
+    try:
+        for p in [f.get("program")] + list(history):
+            validate_program(p)
+    except ProgramError as e:
+        raise ExportError(f"{where}: invalid program ({' '.join(str(e).split())[:200]})") from None
+    version = data.get("jax_version")
+    if not isinstance(version, str):
+        raise ExportError(f"{path} does not say which jax_version it ran; pass a report written by 'shardfuzz run'")
+    return Case(f"{Path(path).stem}-finding-{finding}", f["oracle"], f["kind"], f["message"], f["signature"], call,
+                f["program"], list(history), version)
+
+
+# ------------------------------------------------------------------------------ interpreters
+
+def installed_jax_version() -> str | None:
+    """The version of the jax distribution installed for this interpreter (None if none), without importing it."""
+    try:
+        return importlib.metadata.version("jax")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def choose_interpreter(case: Case, python: str | None, jax_version: str | None, log=None) -> str:
+    """The interpreter that verifies the repro: ``python``, a venv with ``jax_version``, or this one.
+
+    Raises ExportError when both are given, when the version cannot be installed, or
+    when neither is given and this interpreter's jax is not the one the finding was
+    recorded on.
+    """
+    if python and jax_version:
+        raise ExportError("give either --python or --jax-version, not both")
+    if python:
+        return python
+    if jax_version:
+        from fuzz.provision import ProvisionError, interpreter
+
+        try:
+            return interpreter(jax_version, log=log)
+        except ProvisionError as e:
+            raise ExportError(str(e)) from None
+    here = installed_jax_version()
+    if here != case.jax_version:
+        raise ExportError(f"the finding was recorded on jax {case.jax_version} but this interpreter has jax "
+                          f"{here or '(none)'}; pass --jax-version {case.jax_version} or --python PATH")
+    return sys.executable
+
+
+def _env(traceback_off: bool = False) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the repro must not see shardfuzz
+    env["XLA_FLAGS"] = " ".join([f for f in env.get("XLA_FLAGS", "").split() if "device_count" not in f]
+                                + ["--xla_force_host_platform_device_count=8"])
+    env["JAX_PLATFORMS"] = "cpu"
+    if traceback_off:
+        env["JAX_TRACEBACK_FILTERING"] = "off"  # keep JAX's frames: the signature names the one that raised
+    return env
+
+
+def probe(python: str) -> tuple:
+    """(capabilities, ``jax.print_environment_info()`` text) of an interpreter; ExportError if it has no JAX."""
+    fuzz_dir = str(Path(__file__).parent)
+    try:
+        r = subprocess.run([python, "-c", _PROBE, fuzz_dir], capture_output=True, text=True, env=_env(),
+                           timeout=STARTUP_SECONDS, cwd=tempfile.gettempdir())
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ExportError(f"cannot run {python} ({type(e).__name__}); pass --python with a working interpreter") \
+            from None
+    try:
+        data = json.loads(r.stdout.strip().splitlines()[-1])
+        return data["caps"], data["info"]
+    except (ValueError, IndexError, KeyError, TypeError):
+        last = (r.stderr.strip().splitlines() or ["no output"])[-1][:150]
+        raise ExportError(f"{python} cannot import jax ({last}); pass --python with an interpreter that has jax") \
+            from None
+
+
+def locate_call(case: Case, python: str) -> int | None:
+    """The index of the call that shows the finding, found by running the program (Runner) once.
+
+    Needed for entries saved without ``call``. Raises ExportError when the program does
+    not show the finding there.
+    """
+    from fuzz.execute import WorkerError
+    from fuzz.runner import Runner
+
+    try:
+        runner = Runner(python=python, determinism=case.oracle == "determinism")
+    except WorkerError as e:
+        raise ExportError(str(e)) from None
+    try:
+        found, _ = runner.run(case.program)
+    finally:
+        runner.close()
+    for f in found:
+        if f.signature == case.signature:
+            return f.call
+    seen = "; ".join(sorted({f.signature[:90] for f in found})) or "no finding"
+    raise ExportError(f"the program no longer shows its finding on jax {runner.caps.get('jax_version')} "
+                      f"(saw: {seen}); mark the entry fixed or re-save it")
+
+
+# ------------------------------------------------------------------------------ verification
+
+def run_repro(source: str, python: str, timeout: float) -> Run:
+    """Run ``source`` as repro.py in a fresh process (a temporary directory, JAX_TRACEBACK_FILTERING=off)."""
+    with tempfile.TemporaryDirectory(prefix="shardfuzz-export-") as d:
+        path = os.path.join(d, "repro.py")
+        record = os.path.join(d, "error.json")
+        Path(path).write_text(source)
+        t0 = time.perf_counter()
+        try:
+            r = subprocess.run([python, "-c", _RUN, path, record], capture_output=True, text=True, cwd=d,
+                               env=_env(traceback_off=True), timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+            return Run(-9, out, err + f"\n(killed after {timeout:.0f} s)", None, time.perf_counter() - t0)
+        error = json.loads(Path(record).read_text()) if os.path.exists(record) else None
+        return Run(r.returncode, r.stdout, r.stderr, error, time.perf_counter() - t0)
+
+
+def judge_run(case: Case, run: Run) -> str:
+    """'' when the run shows the case's finding, else what it showed instead (one line).
+
+    internal-error: the exception's signature (oracles.internal_error.signature, from its
+    type, message and traceback) equals the recorded one; crash: the same signal and fatal
+    line (oracles.crash); hang: faulthandler's timeout ended it; differential, callbacks,
+    metamorphic: the repro's own AssertionError (raised outside JAX; for a wrong shape, about
+    a shape or the number of outputs); determinism: exit 1 with the repro's BUG line.
+    """
+    from fuzz.execute import signal_name
+    from oracles import crash, internal_error
+
+    err = run.error
+    what = _what_happened(run)
+    if case.oracle == "internal-error":
+        if err is None:
+            return f"repro.py {what}, not the recorded exception"
+        message = err["message"] or f"raised in {internal_error.raise_site(err['traceback']) or 'an unknown place'}"
+        sig = internal_error.signature(err["type"], message, err["traceback"])
+        return "" if sig == case.signature else f"repro.py raised {sig[:200]!r}, not the recorded {case.signature[:200]!r}"
+    if case.oracle == "crash":
+        if run.returncode >= 0:
+            return f"repro.py {what}, it did not die of a signal"
+        found = crash.judge(case.program, {"status": "crash", "signal": signal_name(run.returncode),
+                                           "stderr": run.stderr})[0]
+        sig = found.signature
+        if case.message.startswith("while lowering only"):
+            from oracles.common import Finding
+
+            sig = Finding(found.oracle, found.kind, f"while lowering only: {found.message}").signature
+        return "" if sig == case.signature else f"repro.py died with {sig[:200]!r}, not {case.signature[:200]!r}"
+    if case.oracle == "hang":
+        return "" if run.returncode == 1 and "Timeout (" in run.stderr else f"repro.py {what}, it did not hang"
+    if case.oracle in ("differential", "callbacks", "metamorphic"):
+        if err is None or err["type"] != "builtins.AssertionError" or internal_error.raise_module(err["traceback"]):
+            return f"repro.py {what}, not its own assertion"
+        msg = err["message"]
+        if case.oracle == "callbacks":
+            ok = msg.startswith("io_callback")
+        elif case.kind == "wrong-shape":
+            ok = bool(re.search(r"shape|outputs, expected", msg))
+        elif case.oracle == "differential":
+            ok = "Not equal to tolerance" in msg
+        else:  # metamorphic: any disagreement of the two calls
+            ok = bool(re.search(r"Not equal to tolerance|shape|outputs, expected", msg))
+        return "" if ok else f"repro.py failed its assertion for another reason: {_line(msg)}"
+    if case.oracle == "determinism":
+        ok = run.returncode == 1 and any(ln.startswith(BUG_MARK) for ln in run.stdout.splitlines())
+        return "" if ok else f"repro.py {what}, without its {BUG_MARK} line"
+    return f"no repro for oracle {case.oracle!r}"
+
+
+def _line(text: str, limit: int = 160) -> str:
+    return " ".join(str(text).split())[:limit]
+
+
+def _what_happened(run: Run) -> str:
+    if run.error is not None:
+        return f"raised {run.error['type']}: {_line(run.error['message'], 120)}"
+    if run.returncode < 0:
+        from fuzz.execute import signal_name
+
+        return f"died of {signal_name(run.returncode)}"
+    return f"exited with status {run.returncode}"
+
+
+# ------------------------------------------------------------------------------ ISSUE.md
+
+def _label(program: dict, k: int | None) -> str:
+    if k is None:
+        return "the program"
+    c = program["calls"][k]
+    expr = c["function"]
+    for t in reversed(c["transforms"]):
+        inner = expr
+        if t["kind"] == "vmap" and t.get("spmd_axis_name"):
+            expr = f"vmap({inner}, spmd_axis_name={t['spmd_axis_name']!r})"
+        elif t["kind"] == "shard_map" and t.get("axis_names") is not None:
+            expr = f"shard_map({inner}, axis_names={set(t['axis_names'])!r})"
+        else:
+            expr = f"{t['kind']}({inner})"
+    return expr
+
+
+_TITLE_FEATURES = {"io_callback_result": "io_callback with a result", "io_callback_ordered": "ordered io_callback",
+                   "io_callback_unordered": "io_callback", "spmd_axis_name": "spmd_axis_name",
+                   "partial_manual": "partial-manual shard_map", "check_vma_off": "check_vma=False",
+                   "capture": "closure", "explicit_mesh": "Explicit mesh", **{c: c for c in _COLLECTIVES}}
+
+
+def title(case: Case) -> str:
+    """The issue's one-line title: the call (its transforms), the features that matter, what goes wrong."""
+    from fuzz.features import features
+
+    names, _ = features(case.program)
+    shown = []
+    for n, text in _TITLE_FEATURES.items():
+        if n in names and not (n.startswith("io_callback") and any("io_callback" in s for s in shown)):
+            shown.append(text)
+    shown = shown[:4]
+    where = f"`{_label(case.program, case.call)}`" + (f" ({', '.join(shown)})" if shown else "")
+    first = _line(case.message, 90)
+    if case.oracle == "internal-error":
+        return f"{where} raises {case.kind.removeprefix('builtins.')} on a valid program: {first}"
+    if case.oracle == "crash":
+        return f"Process dies ({case.kind}) in {where}: {first}"
+    if case.oracle == "hang":
+        return f"{where} hangs"
+    if case.oracle == "differential":
+        what = "an output of the wrong shape" if case.kind == "wrong-shape" else "wrong values"
+        return f"{where} returns {what}"
+    if case.oracle == "callbacks":
+        return f"io_callback in {where} receives other values than its argument's"
+    if case.oracle == "metamorphic":
+        return f"{where} disagrees with the same function under jit / without spmd_axis_name"
+    if case.oracle == "determinism":
+        how = "after jax.clear_caches()" if case.kind == "within-process" else "across processes (PYTHONHASHSEED)"
+        return f"Lowering of {where} differs {how}"
+    return f"{case.oracle} in {where}"
+
+
+def feature_docs(program: dict) -> list:
+    """[(feature, (title, address, what it says))] for the features a program uses (fuzz.features)."""
+    from fuzz.features import features
+
+    names, _ = features(program)
+    keys = []
+    for key in ("jit", "shard_map", "partial_manual", "check_vma_off", "vmap", "vmap_axis_name", "spmd_axis_name",
+                "grad", "value_and_grad", "explicit_mesh"):
+        if key in names:
+            keys.append(key)
+    if any(n.startswith("io_callback") for n in names):
+        keys.append("io_callback")
+    if names & set(_COLLECTIVES):
+        keys.append("collective")
+    return [(k, DOCS[k]) for k in keys]
+
+
+def _expected_text(case: Case, run: Run) -> str:
+    docs = feature_docs(case.program)
+    listing = "\n".join(f"- [{name}]({url}): {what}." for _, (name, url, what) in docs)
+    valid = ("The program is valid: shardfuzz's typing rules (`fuzz/typecheck.py`, written from JAX's documentation) "
+             "accept it, and each API is used as its documentation says:\n\n" + listing)
+    if case.oracle == "internal-error":
+        return f"**Expected:** the call runs without error. {valid}"
+    if case.oracle in ("crash", "hang"):
+        what = "dies" if case.oracle == "crash" else "hangs"
+        return (f"**Expected:** the process never {what}: at worst JAX raises a Python exception. {valid}")
+    if case.oracle == "differential":
+        return ("**Expected:** the outputs of the same function evaluated without jit, shard_map, vmap or collectives "
+                "(shardfuzz's unsharded NumPy reference: shard_map cuts and reassembles blocks as its in_specs / "
+                "out_specs say, vmap maps over the batch dimension, collectives are reductions over the named axis). "
+                "Both arrays, as the repro prints them:\n\n```\n" + _arrays_printed(run) + "\n```\n\n" + valid)
+    if case.oracle == "callbacks":
+        return ("**Expected:** each io_callback host function receives the values of its argument (compared as sets "
+                "of values: how often the host function runs is not specified), as the repro prints them:\n\n```\n"
+                + _arrays_printed(run) + "\n```\n\n" + valid)
+    if case.oracle == "metamorphic":
+        return ("**Expected:** the same values from both calls: `jit` does not change what a function computes, and "
+                "`spmd_axis_name` only adds a mesh axis to the sharding of the mapped dimension (jax.vmap "
+                "docstring). Both outputs, as the repro prints them:\n\n```\n" + _arrays_printed(run) + "\n```\n\n"
+                + valid)
+    if case.oracle == "determinism":
+        return ("**Expected:** the same StableHLO text in every process and after `jax.clear_caches()`: the "
+                "persistent compilation cache keys on it, so a lowering that depends on Python's hash seed misses "
+                "the cache in every new process.")
+    return ""
+
+
+def _arrays_printed(run: Run, limit: int = 40) -> str:
+    lines = [ln for ln in run.stdout.splitlines() if not ln.endswith(" ran")]
+    return "\n".join(lines[-limit:]).strip()
+
+
+def _observed(run: Run, stdout_lines: int = 20, stderr_lines: int = 30) -> str:
+    out = "\n".join(run.stdout.strip().splitlines()[-stdout_lines:])
+    err = "\n".join(run.stderr.strip().splitlines()[-stderr_lines:])
+    parts = [p for p in (out, err) if p]
+    return ("\n".join(parts) or "(no output)") + f"\n(exit status {run.returncode})"
+
+
+def _releases_text(releases: dict | None) -> str:
+    if not releases:
+        return "Not bisected yet (`shardfuzz bisect ENTRY` replays it on released versions)."
+    lines = []
+    for key, label in (("first_affected", "first affected release"), ("last_unaffected", "last unaffected release"),
+                       ("fixed_in", "fixed in"), ("last_affected", "last affected release")):
+        if releases.get(key):
+            lines.append(f"- {label}: {releases[key]}")
+    tested = releases.get("tested") or {}
+    if tested:
+        lines.append("- tested: " + ", ".join(f"{v}: {verdict}" for v, verdict in tested.items()))
+    if releases.get("note"):
+        lines.append(f"- {releases['note']}")
+    return "\n".join(lines) or "No release information."
+
+
+def issue_text(case: Case, source: str, run: Run, env_info: str, jax_version: str) -> str:
+    """ISSUE.md: JAX's bug-report layout (title, Description, System info)."""
+    what = _line(case.message, 300) if case.message else case.kind
+    happens = {
+        "internal-error": f"JAX raises `{case.kind.removeprefix('builtins.')}` from its own code on a valid program:",
+        "crash": f"The process dies ({case.kind}):",
+        "hang": "The call never returns:",
+        "differential": "The call returns other values than the same function without the transforms:",
+        "callbacks": "An io_callback host function receives other values than its argument holds:",
+        "metamorphic": "Two calls of one function that may differ only by jit / spmd_axis_name return different values:",
+        "determinism": "The StableHLO text of a jitted call is not the same every time:",
+    }.get(case.oracle, "")
+    return "\n".join([
+        f"# {title(case)}",
+        "",
+        "### Description",
+        "",
+        f"{happens}",
+        "",
+        "```",
+        what,
+        "```",
+        "",
+        _expected_text(case, run),
+        "",
+        f"Repro (`python repro.py`, needs only jax and numpy, fakes 8 CPU devices; exit status 0 when JAX behaves, "
+        f"non-zero while the bug shows):",
+        "",
+        "```python",
+        source.rstrip(),
+        "```",
+        "",
+        f"Observed on jax {jax_version} (`python repro.py`, run with `JAX_TRACEBACK_FILTERING=off`; last lines):",
+        "",
+        "```",
+        _observed(run),
+        "```",
+        "",
+        "Affected releases (`shardfuzz bisect`):",
+        "",
+        _releases_text(case.releases),
+        "",
+        f"Found by shardfuzz, a fuzzer for JAX's sharding transforms (finding `{_line(case.signature, 300)}`).",
+        "",
+        "### System info (python version, jaxlib version, accelerator, etc.)",
+        "",
+        "```",
+        env_info.strip(),
+        "```",
+        "",
+    ])
+
+
+# ------------------------------------------------------------------------------ the command
+
+def export_case(case: Case, python: str, out_dir: Path, log=lambda s: None) -> tuple:
+    """Render, verify and write one case; returns (repro path, issue path). ExportError if it does not verify."""
+    from fuzz.typecheck import ProgramError
+    from fuzz.util import atomic_write_text
+
+    caps, env_info = probe(python)
+    if case.oracle in PER_CALL and case.call is None:
+        if len(case.program["calls"]) == 1:
+            case.call = 0
+        else:
+            log("locating the call that shows the finding (one run of the program)…")
+            case.call = locate_call(case, python)
+    expected = None
+    if case.oracle in ("differential", "callbacks"):
+        from fuzz.reference import evaluate
+
+        expected = evaluate(case.program)
+    try:
+        source = render_repro(case.program, caps, {"oracle": case.oracle, "kind": case.kind,
+                                                   "message": case.message, "call": case.call},
+                              expected, case.history)
+    except (ProgramError, ValueError) as e:  # ProgramError is a ValueError too
+        raise ExportError(f"cannot write a repro for this finding on jax {caps.get('jax_version')}: "
+                          f"{_line(e, 200)}") from None
+    n_calls = len(case.program["calls"]) + sum(len(h["calls"]) for h in case.history)
+    timeout = STARTUP_SECONDS + CALL_SECONDS * n_calls
+    if case.oracle == "hang":
+        m = re.search(r"within (\d+)", case.message)
+        timeout += float(m.group(1)) if m else 60.0
+    if case.oracle == "determinism":
+        timeout *= 3  # the repro starts two more processes
+    log(f"running repro.py with jax {caps.get('jax_version')} ({python})…")
+    run = run_repro(source, python, timeout)
+    why = judge_run(case, run)
+    if why:
+        raise ExportError(f"the repro does not show the finding on jax {caps.get('jax_version')}: {why}")
+    text = issue_text(case, source, run, env_info, caps.get("jax_version", "?"))
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        repro_path, issue_path = out_dir / "repro.py", out_dir / "ISSUE.md"
+        atomic_write_text(str(repro_path), source)
+        try:
+            atomic_write_text(str(issue_path), text)
+        except OSError:
+            repro_path.unlink(missing_ok=True)
+            raise
+    except OSError as e:
+        raise ExportError(f"cannot write to {out_dir} ({e.strerror or e}); choose another --out") from None
+    return repro_path, issue_path
+
+
+@click.command("export")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--finding", "finding", type=int, default=None,
+              help="1-based number of the finding, when PATH is a campaign report.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Directory for repro.py and ISSUE.md (default: export/<entry name>/).")
+@click.option("--python", "python", default=None, help="Interpreter whose JAX verifies the repro.")
+@click.option("--jax-version", default=None, help="Verify with this released JAX (X.Y.Z) in a cached venv.")
+def export(path, finding, out_dir, python, jax_version):
+    """Write repro.py and ISSUE.md for a corpus entry (or a report's finding), verified in a fresh process.
+
+    Exit 0 when written; 2 (one line on stderr, nothing written) when the input is not
+    valid, the JAX cannot be found or installed, or the repro does not show the finding.
+    """
+    def log(msg: str) -> None:
+        click.echo(msg, err=True)
+
+    try:
+        case = load_case(path, finding)
+        interp = choose_interpreter(case, python, jax_version, log=log)
+        target = Path(out_dir) if out_dir else Path("export") / case.name
+        repro_path, issue_path = export_case(case, interp, target, log=log)
+    except ExportError as e:
+        click.echo(f"shardfuzz: {e}", err=True)
+        sys.exit(2)
+    click.echo(f"{repro_path}\n{issue_path}")

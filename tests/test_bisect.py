@@ -1,0 +1,184 @@
+"""``shardfuzz bisect``: the search over releases, with fake replays (no venvs; a real one is too slow here)."""
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+
+from fuzz import bisect as B
+from fuzz.program import load_entry, make_entry, write_entry
+from fuzz.replay import DOES_NOT, NOT_APPLICABLE, REPRODUCES, Replay
+from fuzz.util import version_tuple
+from helpers import call, eqn, fn, program
+
+PIP_OUTPUT = """WARNING: something
+jax (0.10.2)
+Available versions: 0.10.2, 0.10.1, 0.10.0, 0.9.2, 0.9.1, 0.9.0.1, 0.9.0, 0.8.3, 0.8.2, 0.8.1, 0.8.0, 0.7.2, 0.7.1, \
+0.7.0, 0.6.2, 0.6.1, 0.6.0, 0.5.3, 0.5.2, 0.5.1, 0.5.0, 0.4.38, 0.4.37, 0.4.36, 0.4.35, 0.4.34, 0.4.33, 0.4.31, \
+0.4.30, 0.4.29, 0.4.28, 0.4.27, 0.4.26, 0.4.25, 0.4.24, 0.3.25
+"""
+VERSIONS = B.parse_pip_versions(PIP_OUTPUT)
+
+
+def test_release_list_from_pip():
+    assert VERSIONS[0] == "0.4.26" and VERSIONS[-1] == "0.10.2"
+    assert "0.9.0.1" not in VERSIONS and "0.4.25" not in VERSIONS and len(VERSIONS) == 32
+    assert VERSIONS.index("0.10.0") > VERSIONS.index("0.9.2")  # numeric order, not text order
+    assert B.select(VERSIONS, "0.10.0", "0.10.2") == ["0.10.0", "0.10.1", "0.10.2"]
+    with pytest.raises(B.BisectError, match="X.Y.Z"):
+        B.select(VERSIONS, "0.10", None)
+    with pytest.raises(B.BisectError, match="widen"):
+        B.select(VERSIONS, "0.11.0", None)
+    with pytest.raises(B.BisectError, match="PyPI"):
+        B.parse_pip_versions("ERROR: No matching distribution found for jax")
+
+
+def fake(rule):
+    """A verdict function from ``rule(version tuple) -> verdict`` that counts its calls."""
+    calls = []
+
+    def verdict_of(v):
+        calls.append(v)
+        return rule(tuple(int(x) for x in v.split(".")))
+
+    return verdict_of, calls
+
+
+def budget(n):
+    return 2 + 2 * math.ceil(math.log2(n)) + 1
+
+
+def test_introduced_bug():
+    verdict_of, calls = fake(lambda v: REPRODUCES if v >= (0, 5, 1) else DOES_NOT)
+    r = B.search(VERSIONS, verdict_of)
+    assert (r["first_affected"], r["last_unaffected"], r["fixed_in"]) == ("0.5.1", "0.5.0", None)
+    assert r["changes"] == [{"last": "0.5.0", "first": "0.5.1", "from": DOES_NOT, "to": REPRODUCES}]
+    assert len(calls) == len(set(calls)) <= budget(len(VERSIONS))
+    assert r["tested"]["0.4.26"] == DOES_NOT and r["tested"]["0.10.2"] == REPRODUCES
+    assert "at most one change" in r["assumption"]
+
+
+def test_fixed_bug():
+    verdict_of, calls = fake(lambda v: REPRODUCES if v <= (0, 6, 2) else DOES_NOT)
+    r = B.search(VERSIONS, verdict_of)
+    assert (r["first_affected"], r["last_unaffected"]) == ("0.4.26", None)
+    assert (r["fixed_in"], r["last_affected"]) == ("0.7.0", "0.6.2")
+    assert len(calls) <= budget(len(VERSIONS))
+
+
+def test_not_applicable_releases_are_neither_affected_nor_unaffected():
+    def rule(v):
+        if v < (0, 6, 1):
+            return NOT_APPLICABLE  # e.g. jax.shard_map appeared in 0.6.1
+        return DOES_NOT if v < (0, 8, 1) else REPRODUCES
+
+    verdict_of, calls = fake(rule)
+    r = B.search(VERSIONS, verdict_of)
+    assert r["applicable"] == ["0.6.1", "0.10.2"]
+    assert (r["first_affected"], r["last_unaffected"]) == ("0.8.1", "0.8.0")
+    assert all(r["tested"][c["last"]] != NOT_APPLICABLE for c in r["changes"])
+    assert len(calls) <= 2 * budget(len(VERSIONS))
+
+
+def test_affected_since_the_first_applicable_release():
+    verdict_of, _ = fake(lambda v: NOT_APPLICABLE if v < (0, 4, 31) else REPRODUCES)
+    r = B.search(VERSIONS, verdict_of)
+    assert r["applicable"][0] == "0.4.31" and r["first_affected"] == "0.4.31" and r["last_unaffected"] is None
+    assert "oldest applicable release" in "\n".join(B.summary(r))
+
+
+def test_not_applicable_in_the_middle_of_a_search():
+    # 0.5.3 (a midpoint) cannot run the program: the search steps to a neighbour
+    def rule(v):
+        if v == (0, 5, 3):
+            return NOT_APPLICABLE
+        return REPRODUCES if v >= (0, 6, 0) else DOES_NOT
+
+    verdict_of, _ = fake(rule)
+    r = B.search(VERSIONS, verdict_of)
+    assert (r["first_affected"], r["last_unaffected"]) == ("0.6.0", "0.5.2")
+    assert r["changes"][0]["from"] == DOES_NOT
+
+
+def test_fails_differently_counts_as_affected():
+    verdict_of, _ = fake(lambda v: REPRODUCES if v >= (0, 7, 0) else B.FAILS_DIFFERENTLY)
+    r = B.search(VERSIONS, verdict_of)
+    assert r["first_affected"] == "0.4.26" and r["fixed_in"] is None and r["changes"] == []
+    assert r["tested"]["0.4.26"] == B.FAILS_DIFFERENTLY
+
+
+def test_recorded_release_finds_a_bug_introduced_and_fixed_inside_the_range():
+    verdict_of, _ = fake(lambda v: REPRODUCES if (0, 6, 0) <= v <= (0, 8, 2) else DOES_NOT)
+    r = B.search(VERSIONS, verdict_of, anchors=["0.7.1"])
+    assert (r["first_affected"], r["last_unaffected"]) == ("0.6.0", "0.5.3")
+    assert (r["fixed_in"], r["last_affected"]) == ("0.8.3", "0.8.2")
+
+
+def test_nothing_applicable_is_an_error():
+    verdict_of, _ = fake(lambda v: NOT_APPLICABLE)
+    with pytest.raises(B.BisectError, match="not applicable on any tested release"):
+        B.search(VERSIONS, verdict_of)
+
+
+def test_classify_replays():
+    entry = {"oracle": "internal-error"}
+    mk = lambda verdict, why="": Replay("p", "s", "open", verdict, False, why)  # noqa: E731
+    assert B.classify(entry, mk(REPRODUCES)) == REPRODUCES
+    assert B.classify(entry, mk(NOT_APPLICABLE, "no partial-manual shard_map")) == NOT_APPLICABLE
+    assert B.classify(entry, mk(DOES_NOT, "no finding")) == DOES_NOT
+    assert B.classify(entry, mk(DOES_NOT, "differential: wrong-value: f; internal-error: builtins.ValueError: x")) \
+        == B.FAILS_DIFFERENTLY
+    assert B.classify(entry, mk(DOES_NOT, "differential: wrong-value: f")) == DOES_NOT
+
+
+# -- the command, with fake replays --------------------------------------------------------
+
+def entry_file(tmp_path, jax_version="0.10.2"):
+    p = program(mesh=(("x", 2),), inputs=[("x0", (2,), 1)], functions={"f0": fn(["a"], [eqn("sin", ["a"], ["v"])],
+                                                                                   ["v"])},
+                calls=[call("f0", [], ["x0"])])
+    finding = {"signature": "internal-error: builtins.ValueError: ?: boom", "oracle": "internal-error",
+               "kind": "builtins.ValueError", "message": "boom", "call": 0}
+    entry = make_entry(finding, p, {"jax_version": jax_version, "jaxlib_version": jax_version})
+    return write_entry(tmp_path / "internal-error-x.json", entry)
+
+
+def test_bisect_command_writes_releases_into_the_entry(tmp_path, monkeypatch):
+    path = entry_file(tmp_path)
+    monkeypatch.setattr(B, "released_versions", lambda: VERSIONS)
+    monkeypatch.setattr(B, "verdict_on",
+                        lambda entry, v, log=None: REPRODUCES if version_tuple(v) >= (0, 10, 0) else DOES_NOT)
+    r = CliRunner().invoke(B.bisect, [str(path), "--from", "0.9.0", "--to", "0.10.2"])
+    assert r.exit_code == 0, r.output
+    rel = load_entry(path)["releases"]
+    assert (rel["first_affected"], rel["last_unaffected"]) == ("0.10.0", "0.9.2")
+    assert rel["range"] == ["0.9.0", "0.10.2"] and "0.10.2" in rel["tested"]
+    assert "first affected 0.10.0, last unaffected 0.9.2" in r.output
+
+
+def test_bisect_command_leaves_a_stale_entry_unchanged(tmp_path, monkeypatch):
+    path = entry_file(tmp_path)
+    before = path.read_text()
+    monkeypatch.setattr(B, "released_versions", lambda: VERSIONS)
+    monkeypatch.setattr(B, "verdict_on", lambda entry, v, log=None: DOES_NOT)
+    r = CliRunner().invoke(B.bisect, [str(path), "--from", "0.10.0"])
+    assert r.exit_code == 2
+    assert "does not reproduce on jax 0.10.2, the release it was recorded on" in r.output
+    assert path.read_text() == before
+
+
+def test_bisect_command_reports_a_release_that_cannot_be_installed(tmp_path, monkeypatch):
+    path = entry_file(tmp_path, jax_version="0.4.30")
+    before = path.read_text()
+    monkeypatch.setattr(B, "released_versions", lambda: VERSIONS)
+
+    def verdict_on(entry, v, log=None):
+        raise B.BisectError(f"cannot install JAX {v} (no wheel); check the version exists: pip index versions jax")
+
+    monkeypatch.setattr(B, "verdict_on", verdict_on)
+    r = CliRunner().invoke(B.bisect, [str(path), "--from", "0.10.0"])
+    assert r.exit_code == 2 and "cannot install JAX 0.10.0" in r.output
+    assert path.read_text() == before
+    r = CliRunner().invoke(B.bisect, [str(tmp_path / "nope.json")])
+    assert r.exit_code == 2 and "cannot read" in r.output
+    json.loads(path.read_text())

@@ -1,0 +1,154 @@
+"""``shardfuzz export``: repro.py and ISSUE.md, written only once the repro shows the finding again.
+
+The findings are real ones of jax 0.10.2 (an internal error and a wrong shape), found
+by running the hand-built programs through fuzz.runner.Runner as a campaign would.
+"""
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from fuzz.export import export, installed_jax_version
+from fuzz.program import make_entry, write_entry
+from helpers import JIT, call, eqn, fn, program, vmap
+
+pytestmark = pytest.mark.skipif(installed_jax_version() != "0.10.2", reason="the findings here are jax 0.10.2's")
+
+
+def sdy_program(transforms):
+    """Eager io_callback with a result on a committed input: TypeError 'Cannot convert GSPMDSharding' (jax 0.10.2)."""
+    body = fn(["a1"], [eqn("io_callback", ["a1"], ["v1"], tag="cb1", ordered=False, returns=True,
+                           stop_gradient=False), eqn("sin", ["v1"], ["v2"])], ["v2"])
+    p = program(mesh=(("x", 1), ("y", 2)), inputs=[("x0", (1, 1, 1), 0)], functions={"f0": body},
+                calls=[call("f0", transforms, ["x0"])])
+    p["inputs"][0]["spec"] = [None, None, None]
+    return p
+
+
+def all_to_all_program():
+    """vmap of all_to_all on a closed-over operand: shape (1, 2, 1, 2, 1) instead of (1, 2, 1) (jax 0.10.2)."""
+    body = fn(["a"], [eqn("all_to_all", ["x0"], ["v1"], axes=["i"], split_axis=1, concat_axis=1)], ["v1"])
+    return program(mesh=(("x", 1),), inputs=[("x0", (2, 1), 1), ("x1", (1,), 2)], functions={"f0": body},
+                   calls=[call("f0", [vmap([0], [0], axis_name="i")], ["x1"])])
+
+
+@pytest.fixture(scope="module")
+def found():
+    """{name: (program, finding dict, caps)} for the two real findings."""
+    from fuzz.runner import Runner
+
+    runner = Runner(determinism=False)
+    out = {}
+    try:
+        for name, p in (("sdy", sdy_program([])), ("all_to_all", all_to_all_program())):
+            fs, _ = runner.run(p)
+            assert len(fs) == 1, [f.signature for f in fs]
+            f = fs[0]
+            out[name] = (p, {"signature": f.signature, "oracle": f.oracle, "kind": f.kind, "message": f.message,
+                             "call": f.call}, dict(runner.caps))
+    finally:
+        runner.close()
+    return out
+
+
+def invoke(args):
+    return CliRunner().invoke(export, [str(a) for a in args])
+
+
+def test_export_of_an_entry_writes_a_verified_repro_and_issue(found, tmp_path):
+    p, finding, caps = found["sdy"]
+    entry = make_entry(finding, p, caps)
+    entry["releases"] = {"first_affected": "0.10.0", "last_unaffected": "0.9.2",
+                         "tested": {"0.9.2": "does not reproduce", "0.10.0": "reproduces"}}
+    path = write_entry(tmp_path / "internal-error-sdy.json", entry)
+    out = tmp_path / "out"
+    r = invoke([path, "--out", out])
+    assert r.exit_code == 0, r.output
+    repro, issue = (out / "repro.py").read_text(), (out / "ISSUE.md").read_text()
+    assert "io_callback(lambda x: x" in repro and "CALLBACK_LOG" not in repro
+    lines = issue.splitlines()
+    assert lines[0].startswith("# `f0` (io_callback with a result) raises TypeError on a valid program")
+    for part in ("### Description", "Cannot convert GSPMDSharding", "**Expected:** the call runs without error",
+                 "https://docs.jax.dev/en/latest/_autosummary/jax.experimental.io_callback.html",
+                 "```python\n" + repro.rstrip() + "\n```", "TypeError: Cannot convert GSPMDSharding {maximal device=0}",
+                 "(exit status 1)", "- first affected release: 0.10.0", "- last unaffected release: 0.9.2",
+                 "### System info", "jaxlib: 0.10.2"):
+        assert part in issue, part
+
+
+def test_export_refuses_an_entry_that_no_longer_reproduces(found, tmp_path):
+    p, finding, caps = found["sdy"]
+    entry = make_entry(finding, sdy_program([JIT]), caps)  # under jit the program runs fine
+    path = write_entry(tmp_path / "internal-error-sdy.json", entry)
+    out = tmp_path / "out"
+    r = invoke([path, "--out", out])
+    assert r.exit_code == 2
+    assert "does not show the finding" in r.output and "exited with status 0" in r.output
+    assert not out.exists()
+
+
+def report_with(findings, jax_version="0.10.2"):
+    return {"jax_version": jax_version, "jaxlib_version": jax_version, "findings": findings}
+
+
+def test_export_of_a_report_finding_with_wrong_shape_shows_both_arrays(found, tmp_path):
+    p, finding, caps = found["all_to_all"]
+    marker = tmp_path / "source-ran"
+    hostile = f"open({str(marker)!r}, 'w').close()"  # the report's source must never run
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps(report_with([{**finding, "program": p, "source": hostile}])))
+    out = tmp_path / "out"
+    r = invoke([report, "--finding", 1, "--out", out])
+    assert r.exit_code == 0, r.output
+    issue = (out / "ISSUE.md").read_text()
+    assert issue.startswith("# `vmap(f0)` (closure, all_to_all) returns an output of the wrong shape")
+    assert "shape (1, 2, 1, 2, 1), expected (1, 2, 1)" in issue  # the assertion, in the observed output
+    assert "expected\n[[[" in issue  # the expected array, as printed
+    assert "https://docs.jax.dev/en/latest/_autosummary/jax.vmap.html" in issue
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--finding", 2], "has 1 findings; --finding 2 is out of range"),
+    ([], "pass --finding N"),
+])
+def test_export_report_finding_index(found, tmp_path, args, message):
+    p, finding, _ = found["all_to_all"]
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps(report_with([{**finding, "program": p}])))
+    r = invoke([report, *args, "--out", tmp_path / "out"])
+    assert r.exit_code == 2 and message in r.output and len(r.output.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_export_refuses_an_invalid_report_program(found, tmp_path):
+    p, finding, _ = found["all_to_all"]
+    bad = json.loads(json.dumps(p))
+    bad["functions"]["f0"]["eqns"][0]["op"] = "__import__"
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps(report_with([{**finding, "program": bad}])))
+    r = invoke([report, "--finding", 1, "--out", tmp_path / "out"])
+    assert r.exit_code == 2 and "invalid program" in r.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_export_needs_the_recorded_jax(found, tmp_path):
+    p, finding, caps = found["sdy"]
+    entry = make_entry(finding, p, {**caps, "jax_version": "0.4.30"})
+    path = write_entry(tmp_path / "e.json", entry)
+    r = invoke([path, "--out", tmp_path / "out"])
+    assert r.exit_code == 2 and "pass --jax-version 0.4.30 or --python PATH" in r.output
+    r = invoke([path, "--jax-version", "0.4", "--out", tmp_path / "out"])
+    assert r.exit_code == 2 and "not of the form X.Y.Z" in r.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_export_refuses_what_is_not_an_entry_or_report(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text("[1, 2]")
+    r = invoke([path])
+    assert r.exit_code == 2 and "neither a corpus entry nor a report" in r.output
+    r = invoke([tmp_path / "missing.json"])
+    assert r.exit_code == 2 and "cannot read" in r.output
+    assert not os.path.exists("export/x")
