@@ -60,9 +60,11 @@ except Exception as e:
 # Prints the worker's capabilities (the API differences render_repro needs) and
 # jax.print_environment_info() of an interpreter, as one JSON object.
 _PROBE = r'''
-import contextlib, io, json, sys
-sys.path.insert(0, sys.argv[1])
-from worker import capabilities
+import contextlib, importlib.util, io, json, sys
+spec = importlib.util.spec_from_file_location("shardfuzz_worker", sys.argv[1])  # (not on sys.path: no shadowing)
+worker = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(worker)
+capabilities = worker.capabilities
 import jax
 buf = io.StringIO()
 with contextlib.redirect_stdout(buf):
@@ -249,9 +251,9 @@ def _env(traceback_off: bool = False) -> dict:
 
 def probe(python: str) -> tuple:
     """(capabilities, ``jax.print_environment_info()`` text) of an interpreter; ExportError if it has no JAX."""
-    fuzz_dir = str(Path(__file__).parent)
+    worker = str(Path(__file__).with_name("worker.py"))
     try:
-        r = subprocess.run([python, "-c", _PROBE, fuzz_dir], capture_output=True, text=True, env=_env(),
+        r = subprocess.run([python, "-c", _PROBE, worker], capture_output=True, text=True, env=_env(),
                            timeout=STARTUP_SECONDS, cwd=tempfile.gettempdir())
     except (OSError, subprocess.TimeoutExpired) as e:
         raise ExportError(f"cannot run {python} ({type(e).__name__}); pass --python with a working interpreter") \
@@ -514,7 +516,9 @@ def issue_text(case: Case, source: str, run: Run, env_info: str, jax_version: st
         "internal-error": f"JAX raises `{case.kind.removeprefix('builtins.')}` from its own code on a valid program:",
         "crash": f"The process dies ({case.kind}):",
         "hang": "The call never returns:",
-        "differential": "The call returns other values than the same function without the transforms:",
+        "differential": ("The call returns an output of another shape than the same function without the "
+                         "transforms:" if case.kind == "wrong-shape" else
+                         "The call returns other values than the same function without the transforms:"),
         "callbacks": "An io_callback host function receives other values than its argument holds:",
         "metamorphic": "Two calls of one function that may differ only by jit / spmd_axis_name return different values:",
         "determinism": "The StableHLO text of a jitted call is not the same every time:",
@@ -579,13 +583,7 @@ def export_case(case: Case, python: str, out_dir: Path, log=lambda s: None) -> t
         from fuzz.reference import evaluate
 
         expected = evaluate(case.program)
-    try:
-        source = render_repro(case.program, caps, {"oracle": case.oracle, "kind": case.kind,
-                                                   "message": case.message, "call": case.call},
-                              expected, case.history)
-    except (ProgramError, ValueError) as e:  # ProgramError is a ValueError too
-        raise ExportError(f"cannot write a repro for this finding on jax {caps.get('jax_version')}: "
-                          f"{_line(e, 200)}") from None
+    finding = {"oracle": case.oracle, "kind": case.kind, "message": case.message, "call": case.call}
     n_calls = len(case.program["calls"]) + sum(len(h["calls"]) for h in case.history)
     timeout = STARTUP_SECONDS + CALL_SECONDS * n_calls
     if case.oracle == "hang":
@@ -593,9 +591,18 @@ def export_case(case: Case, python: str, out_dir: Path, log=lambda s: None) -> t
         timeout += float(m.group(1)) if m else 60.0
     if case.oracle == "determinism":
         timeout *= 3  # the repro starts two more processes
-    log(f"running repro.py with jax {caps.get('jax_version')} ({python})…")
-    run = run_repro(source, python, timeout)
-    why = judge_run(case, run)
+    # a crash may need the lowerings the fuzzer's worker does after the calls: tried second
+    for lower_after in ((False, True) if case.oracle in ("crash", "hang") else (False,)):
+        try:
+            source = render_repro(case.program, caps, finding, expected, case.history, lower_after=lower_after)
+        except (ProgramError, ValueError) as e:  # ProgramError is a ValueError too
+            raise ExportError(f"cannot write a repro for this finding on jax {caps.get('jax_version')}: "
+                              f"{_line(e, 200)}") from None
+        log(f"running repro.py with jax {caps.get('jax_version')} ({python})…")
+        run = run_repro(source, python, timeout)
+        why = judge_run(case, run)
+        if not why:
+            break
     if why:
         raise ExportError(f"the repro does not show the finding on jax {caps.get('jax_version')}: {why}")
     text = issue_text(case, source, run, env_info, caps.get("jax_version", "?"))

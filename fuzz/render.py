@@ -521,7 +521,7 @@ def _call_label(k: int, c: dict) -> str:
 
 
 def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict | None = None,
-                 history: list | None = None) -> str:
+                 history: list | None = None, *, lower_after: bool = False) -> str:
     """A standalone repro (Python source, str) that shows one recorded finding and nothing else.
 
     ``program``: the finding's program; ``caps``: the API of the JAX it runs on (see the
@@ -541,6 +541,10 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
     with the embedded expected values (tolerance of oracles/common.py ``close``);
     determinism: exit 1 after printing a line starting with :data:`BUG_MARK` and a
     unified diff of the two lowerings.
+
+    ``lower_after`` (crash and hang findings): then lower every call, before and after
+    ``jax.clear_caches()``, as the fuzzer's worker does after running them (a crash there
+    needs it).
 
     Raises ProgramError for an invalid program (or one that uses a name the repro needs),
     ValueError for one this JAX cannot express or a finding this function cannot show
@@ -618,6 +622,11 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
         tail = [f"faulthandler.dump_traceback_later({seconds}, exit=True)  # the fuzzer gave up after {seconds} s"] \
             + tail
     if oracle in ("crash", "hang"):
+        if lower_after:
+            lowerings = [f"run_earlier({_call_label(j, c) + ' (lowered)'!r}, {rr.lower_expr(c)}, {args})"
+                         for j, c, expr, args in calls_src]
+            tail += ["# the fuzzer's worker then lowers every call, before and after jax.clear_caches()",
+                     *lowerings, "jax.clear_caches()", *lowerings]
         tail += barrier + [f'print("no {oracle}: JAX behaves")']
     elif oracle == "internal-error":
         if last is None:

@@ -5,7 +5,7 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from fuzz import bisect as B
+from fuzz import bisection as B
 from fuzz.program import load_entry, make_entry, write_entry
 from fuzz.replay import DOES_NOT, NOT_APPLICABLE, REPRODUCES, Replay
 from fuzz.util import version_tuple
