@@ -38,12 +38,35 @@ strictly decreases it, so a reduction terminates:
    seeds; an Explicit mesh);
 4. ``names``: 0 when names are canonical (v1.., a1.., f0.., x0.., cb1..), else 1.
 
-**Passes** (:data:`PASSES`, each iterates over every equation of every function,
-nested ones too, addressed by a path of JSON keys from the program's root):
-dead code; calls; rewiring (drop an equation, its uses read a visible value of the
-same type instead); outputs, params and inputs; transforms (remove one, inline a
-transform-less nested call); mesh axes; input shapes; parameters; and finally
-canonical names (kept only if the predicate still holds).
+**Passes** (:data:`PASSES`, cheapest first, repeated until a whole round accepts
+nothing; each iterates over every equation of every function, nested ones too,
+addressed by a path of JSON keys from the program's root):
+
+1. ``dead-code``: equations whose outs are unused (transitively, through results and
+   nested functions' captures), uncalled functions and unused inputs, all at once, then
+   in halving chunks. An equation with no outs is an effect and is kept.
+2. ``calls``: keep only the finding's call, or drop one other call (and the functions
+   no call uses); the finding's index follows.
+3. ``rewire``: drop an equation; its uses read one of its args (unary -> identity) or a
+   visible value of the same Ty (defined earlier, a param, captured, an input).
+4. ``interface``: drop unused outs of nested calls (with out_specs / out_axes entries,
+   or a grad's argnum, or value_and_grad -> grad), results of top-level functions, params
+   with their args and in_specs / in_axes entries (a used param first reads another
+   param or a captured value of its Ty), inputs (merged into one of the same Ty).
+5. ``transforms``: remove one transform of a chain; inline a nested call with none left.
+6. ``mesh``: drop an axis wherever it is named (an equation left with an empty list of
+   axis names becomes the identity), shrink an axis to 1 or by half.
+7. ``shapes``: input dims to 1 or by half, drop a dim (and its spec entries).
+8. ``params``: equation booleans to False, integers toward 0, lists lose an element;
+   check_vma to True; axis_names, axis_name, spmd_axis_name, spec entries, in_axes /
+   out_axes to null (or 0); input spec to null, seed to 0; mesh axis_type to auto.
+
+After the fixed point, names are made canonical (:func:`canonical`) if the predicate
+still holds. Every candidate is first *repaired*: a step that changes a value's rank
+carries on downstream, as each chain's per-argument and per-result entries (in_specs,
+in_axes, out_specs, out_axes) are fitted to the ranks the typing rules derive. When the
+current program has no dead code, a step's candidate also loses the dead code it
+creates (one run instead of two).
 """
 from __future__ import annotations
 
