@@ -95,7 +95,7 @@ def _kind(verdict: str) -> str:
     return "affected" if verdict in AFFECTED else "n/a" if verdict == NOT_APPLICABLE else "unaffected"
 
 
-def search(versions: list, verdict_of, anchors=(), log=lambda s: None) -> dict:
+def search(versions: list, verdict_of, anchors=()) -> dict:
     """Bisect ``versions`` (oldest first) with ``verdict_of(version) -> verdict`` (called once per version).
 
     ``anchors``: versions to test first besides the two ends (the recorded release).
@@ -113,7 +113,6 @@ def search(versions: list, verdict_of, anchors=(), log=lambda s: None) -> dict:
         v = versions[i]
         if v not in tested:
             tested[v] = verdict_of(v)
-            log(f"{v}: {tested[v]}")
         return _kind(tested[v])
 
     ends = [0, n - 1] + [versions.index(a) for a in anchors if a in versions]
@@ -259,15 +258,15 @@ def bisect(entry_path, lo, hi):
             if v not in cache:
                 t0 = time.monotonic()
                 cache[v] = verdict_on(entry, v, log=log)
+                log(f"jax {v}: {cache[v]} ({time.monotonic() - t0:.0f} s)")
                 if v == recorded and cache[v] != REPRODUCES:
                     raise BisectError(f"{entry_path} does not reproduce on jax {v}, the release it was recorded on "
                                       f"({cache[v]}); re-save the entry or mark it fixed")
-                log(f"  ({time.monotonic() - t0:.0f} s)")
             return cache[v]
 
         if anchors:
             verdict_of(recorded)  # first: a stale entry fails fast
-        result = search(versions, verdict_of, anchors, log=log)
+        result = search(versions, verdict_of, anchors)
         result["seconds"] = round(time.monotonic() - start, 1)
         try:
             write_entry(entry_path, {**entry, "releases": result})

@@ -464,21 +464,28 @@ def _expected_text(case: Case, run: Run) -> str:
         return ("**Expected:** the outputs of the same function evaluated without jit, shard_map, vmap or collectives "
                 "(shardfuzz's unsharded NumPy reference: shard_map cuts and reassembles blocks as its in_specs / "
                 "out_specs say, vmap maps over the batch dimension, collectives are reductions over the named axis). "
-                "Both arrays, as the repro prints them:\n\n```\n" + _arrays_printed(run) + "\n```\n\n" + valid)
+                "Both arrays, as the repro prints them:\n\n" + _fenced(_arrays_printed(run)) + "\n\n" + valid)
     if case.oracle == "callbacks":
         return ("**Expected:** each io_callback host function receives the values of its argument (compared as sets "
-                "of values: how often the host function runs is not specified), as the repro prints them:\n\n```\n"
-                + _arrays_printed(run) + "\n```\n\n" + valid)
+                "of values: how often the host function runs is not specified), as the repro prints them:\n\n"
+                + _fenced(_arrays_printed(run)) + "\n\n" + valid)
     if case.oracle == "metamorphic":
         return ("**Expected:** the same values from both calls: `jit` does not change what a function computes, and "
                 "`spmd_axis_name` only adds a mesh axis to the sharding of the mapped dimension (jax.vmap "
-                "docstring). Both outputs, as the repro prints them:\n\n```\n" + _arrays_printed(run) + "\n```\n\n"
+                "docstring). Both outputs, as the repro prints them:\n\n" + _fenced(_arrays_printed(run)) + "\n\n"
                 + valid)
     if case.oracle == "determinism":
         return ("**Expected:** the same StableHLO text in every process and after `jax.clear_caches()`: the "
                 "persistent compilation cache keys on it, so a lowering that depends on Python's hash seed misses "
                 "the cache in every new process.")
     return ""
+
+
+def _fenced(text: str, lang: str = "") -> str:
+    """A Markdown code block that ``text`` (untrusted: messages, output) cannot close early."""
+    runs = [len(m) for m in re.findall(r"`+", text)]
+    fence = "`" * max(3, max(runs, default=0) + 1)
+    return f"{fence}{lang}\n{text.rstrip()}\n{fence}"
 
 
 def _arrays_printed(run: Run, limit: int = 40) -> str:
@@ -530,24 +537,18 @@ def issue_text(case: Case, source: str, run: Run, env_info: str, jax_version: st
         "",
         f"{happens}",
         "",
-        "```",
-        what,
-        "```",
+        _fenced(what),
         "",
         _expected_text(case, run),
         "",
         f"Repro (`python repro.py`, needs only jax and numpy, fakes 8 CPU devices; exit status 0 when JAX behaves, "
         f"non-zero while the bug shows):",
         "",
-        "```python",
-        source.rstrip(),
-        "```",
+        _fenced(source, "python"),
         "",
         f"Observed on jax {jax_version} (`python repro.py`, run with `JAX_TRACEBACK_FILTERING=off`; last lines):",
         "",
-        "```",
-        _observed(run),
-        "```",
+        _fenced(_observed(run)),
         "",
         "Affected releases (`shardfuzz bisect`):",
         "",
@@ -557,9 +558,7 @@ def issue_text(case: Case, source: str, run: Run, env_info: str, jax_version: st
         "",
         "### System info (python version, jaxlib version, accelerator, etc.)",
         "",
-        "```",
-        env_info.strip(),
-        "```",
+        _fenced(env_info.strip()),
         "",
     ])
 

@@ -152,3 +152,25 @@ def test_export_refuses_what_is_not_an_entry_or_report(tmp_path):
     r = invoke([tmp_path / "missing.json"])
     assert r.exit_code == 2 and "cannot read" in r.output
     assert not os.path.exists("export/x")
+
+
+def test_export_finds_the_call_of_an_entry_saved_without_one(found, tmp_path):
+    # corpus entries saved before findings carried their call: the failing call is the second one
+    p, finding, caps = found["sdy"]
+    two = sdy_program([JIT])
+    two["calls"].append(call("f0", [], ["x0"]))
+    entry = make_entry({**finding, "call": None}, two, caps)
+    assert "call" not in entry
+    path = write_entry(tmp_path / "e.json", entry)
+    r = invoke([path, "--out", tmp_path / "out"])
+    assert r.exit_code == 0, r.output
+    repro = (tmp_path / "out" / "repro.py").read_text()
+    assert "run_earlier('call 0: jit(f0)'" in repro and "# call 1: f0 raises" in repro
+
+
+def test_untrusted_text_cannot_close_a_code_block(found, tmp_path):
+    from fuzz.export import _fenced
+
+    text = _fenced("boom ```\n[click](http://x) ````")
+    fence = text.splitlines()[0]
+    assert fence == "`````" and text.endswith("\n`````") and text.count(fence) == 2
