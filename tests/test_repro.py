@@ -233,3 +233,28 @@ def test_determinism_repro_within_process(tmp_path):
         ".as_text()", ".as_text() + str(np.random.rand())")
     bad = run_repro(bugged, tmp_path)
     assert bad.returncode == 1 and BUG_MARK in bad.stdout, bad.stderr[-2000:]
+
+
+OLD_VENV = os.path.expanduser("~/.cache/shardfuzz/venvs/jax-0.4.28")
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(OLD_VENV, ".shardfuzz-ready")),
+                    reason="needs the cached jax 0.4.28 venv (shardfuzz run --jax-version 0.4.28 makes it)")
+def test_determinism_repro_shows_seed_b_on_jax_0_4_28(tmp_path):
+    # seed B (../shared/seeds.md): grad of a shard_map over a 4-axis mesh lowers with the axis names in
+    # hash-seed order on jax 0.4.27-0.4.28
+    g = fn(["b"], [eqn("sin", ["b"], ["s"]), eqn("psum", ["s"], ["p"], axes=["x", "y"])], ["p"])
+    f0 = fn(["a"], [eqn("call", ["a"], ["v1"], transforms=[shard_map([[["x", "y"]]], [[None]])], fn=g),
+                    eqn("sum", ["v1"], ["v2"], axis=None)], ["v2"])
+    p = program(mesh=(("x", 8), ("y", 1), ("z", 1), ("w", 1)), inputs=[("x0", (8,), 1)], functions={"f0": f0},
+                calls=[call("f0", [JIT, {"kind": "grad", "argnums": [0]}], ["x0"])])
+    validate_program(p)
+    caps = {"jax_version": "0.4.28", "shard_map": "experimental", "check_kw": "check_rep", "partial_manual": None,
+            "explicit": False}
+    src = render_repro(p, caps, finding("determinism", 0, "cross-process"))
+    path = tmp_path / "repro.py"
+    path.write_text(src)
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH")}
+    r = subprocess.run([os.path.join(OLD_VENV, "bin", "python"), str(path)], capture_output=True, text=True,
+                       env=env, cwd=tmp_path, timeout=TIMEOUT)
+    assert r.returncode == 1 and BUG_MARK in r.stdout and "jax.result_info" in r.stdout, (r.stdout, r.stderr[-2000:])
