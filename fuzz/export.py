@@ -382,7 +382,9 @@ def _what_happened(run: Run) -> str:
 
 def _label(program: dict, k: int | None) -> str:
     if k is None:
-        return "the program"
+        if len(program["calls"]) != 1:
+            return " then ".join(_label(program, i) for i in range(len(program["calls"])))[:120]
+        k = 0
     c = program["calls"][k]
     expr = c["function"]
     for t in reversed(c["transforms"]):
@@ -417,7 +419,7 @@ def title(case: Case) -> str:
     if case.oracle == "internal-error":
         return f"{where} raises {case.kind.removeprefix('builtins.')} on a valid program: {first}"
     if case.oracle == "crash":
-        return f"Process dies ({case.kind}) in {where}: {first}"
+        return f"Process dies ({case.kind}) running {where}: {first}"
     if case.oracle == "hang":
         return f"{where} hangs"
     if case.oracle == "differential":
@@ -495,7 +497,9 @@ def _arrays_printed(run: Run, limit: int = 40) -> str:
 
 def _observed(run: Run, stdout_lines: int = 20, stderr_lines: int = 30) -> str:
     out = "\n".join(run.stdout.strip().splitlines()[-stdout_lines:])
-    err = "\n".join(run.stderr.strip().splitlines()[-stderr_lines:])
+    # (a native stack trace, "    @ 0x7f... symbol", says less than the fatal line and the Python stack)
+    err_lines = [ln for ln in run.stderr.strip().splitlines() if not re.match(r"\s+@\s+0x", ln)]
+    err = "\n".join(err_lines[-stderr_lines:])
     parts = [p for p in (out, err) if p]
     return ("\n".join(parts) or "(no output)") + f"\n(exit status {run.returncode})"
 
