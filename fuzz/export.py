@@ -585,7 +585,10 @@ def export_case(case: Case, python: str, out_dir: Path, log=lambda s: None) -> t
     if case.oracle in ("differential", "callbacks"):
         from fuzz.reference import evaluate
 
-        expected = evaluate(case.program)
+        try:
+            expected = evaluate(case.program)
+        except ProgramError as e:
+            raise ExportError(f"the reference cannot evaluate this program ({_line(e, 200)})") from None
     finding = {"oracle": case.oracle, "kind": case.kind, "message": case.message, "call": case.call}
     n_calls = len(case.program["calls"]) + sum(len(h["calls"]) for h in case.history)
     timeout = STARTUP_SECONDS + CALL_SECONDS * n_calls

@@ -580,7 +580,7 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
     for i, h in enumerate(history, 1):
         hr = _ReproRenderer(h, caps, record=False)
         fn = _HISTORY.format(i)
-        earlier_lines += ["", "", f"def {fn}():  # an earlier program the crash needs, run first in this process"]
+        earlier_lines += ["", "", f"def {fn}():  # an earlier program the finding needs, run first in this process"]
         earlier_lines += [ln for ln in hr.definitions(h["calls"], "    ") if ln.strip()]
         runs = [f"    run_earlier({f'program {i}, ' + _call_label(j, c)!r}, {hr.call_expr(c)}, {hr.args_src(c)})"
                 for j, c in enumerate(h["calls"])]
@@ -619,8 +619,8 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
     if oracle == "hang":
         limit = re.search(r"within (\d+)", str(finding.get("message", "")))
         seconds = int(limit.group(1)) if limit else 60
-        tail = [f"faulthandler.dump_traceback_later({seconds}, exit=True)  # the fuzzer gave up after {seconds} s"] \
-            + tail
+        first_lines.insert(0, f"faulthandler.dump_traceback_later({seconds}, exit=True)  # the fuzzer gave up "
+                              f"after {seconds} s")
     if oracle in ("crash", "hang"):
         if lower_after:
             lowerings = [f"run_earlier({_call_label(j, c) + ' (lowered)'!r}, {rr.lower_expr(c)}, {args})"

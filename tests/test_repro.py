@@ -258,3 +258,11 @@ def test_determinism_repro_shows_seed_b_on_jax_0_4_28(tmp_path):
     r = subprocess.run([os.path.join(OLD_VENV, "bin", "python"), str(path)], capture_output=True, text=True,
                        env=env, cwd=tmp_path, timeout=TIMEOUT)
     assert r.returncode == 1 and BUG_MARK in r.stdout and "jax.result_info" in r.stdout, (r.stdout, r.stderr[-2000:])
+
+
+def test_hang_repro_ends_itself_after_the_recorded_time(tmp_path):
+    src = render_repro(callback_program(), NEWEST_CAPS, finding("hang", None, "timeout", "no answer within 3 s"))
+    good = run_repro(src, tmp_path)
+    assert good.returncode == 0 and "no hang: JAX behaves" in good.stdout, good.stderr[-2000:]
+    bad = run_repro(inject_module(src, "hang"), tmp_path)
+    assert bad.returncode == 1 and "Timeout (0:00:03)!" in bad.stderr, bad.stderr[-2000:]
