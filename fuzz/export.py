@@ -513,10 +513,13 @@ def _releases_text(releases: dict | None) -> str:
         if releases.get(key):
             lines.append(f"- {label}: {releases[key]}")
     tested = releases.get("tested") or {}
-    if tested:
-        lines.append("- tested: " + ", ".join(f"{v}: {verdict}" for v, verdict in tested.items()))
-    if releases.get("note"):
-        lines.append(f"- {releases['note']}")
+    if isinstance(tested, dict) and tested:
+        from fuzz.util import version_tuple
+
+        order = sorted(tested, key=lambda v: version_tuple(str(v)))  # (entries are written with sorted keys)
+        lines.append("- tested: " + ", ".join(f"{v}: {tested[v]}" for v in order))
+    if releases.get("assumption"):
+        lines.append(f"- bisect assumes {releases['assumption']}")
     return "\n".join(lines) or "No release information."
 
 
