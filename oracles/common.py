@@ -36,7 +36,7 @@ class Finding:
 
 _PATTERNS = [
     (re.compile(r"\b([Pp]rimitive) \w+"), r"\1 …"),  # "Primitive add requires ..." is one bug for any primitive
-    (re.compile(r"\b(axis names?:?) \w+"), r"\1 …"),
+    (re.compile(r"\b(axis names?:?|axis:) \w+"), r"\1 …"),  # "axis name x", "with axis: y of type ..."
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
     (re.compile(r"/tmp/[^\s'\":]+"), "/tmp/?"),
     (re.compile(r"\b[a-z]+\d*\[[^\[\]]*\]"), "T[…]"),  # f32[4,8], float32[2,1,4@y]
@@ -99,3 +99,20 @@ def call_label(call: dict) -> str:
             name = "vmap[spmd]"
         expr = f"{name}({expr})"
     return expr
+
+
+# Oracles whose signature names the call's transform chain (its label): while a finding
+# is reduced the chain shrinks, so for them "the same finding" is the same oracle and kind.
+LABELLED = ("differential", "callbacks", "metamorphic")
+
+
+def same_finding(found: Finding, wanted_signature: str, wanted_oracle: str, wanted_kind: str) -> bool:
+    """Whether ``found`` is the finding a reduction must keep.
+
+    Exceptions, crashes, hangs and determinism findings: the same signature. Value
+    oracles (:data:`LABELLED`): the same oracle and kind, since their signature
+    includes the call's label, which reduction changes.
+    """
+    if found.oracle in LABELLED:
+        return (found.oracle, found.kind) == (wanted_oracle, wanted_kind)
+    return found.signature == wanted_signature
