@@ -140,6 +140,7 @@ class Run:
     stderr: str
     error: dict | None
     seconds: float
+    path: str = ""  # where repro.py ran (messages that name a source location name it)
 
 
 # ------------------------------------------------------------------------------ loading
@@ -307,9 +308,9 @@ def run_repro(source: str, python: str, timeout: float) -> Run:
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
             err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
-            return Run(-9, out, err + f"\n(killed after {timeout:.0f} s)", None, time.perf_counter() - t0)
+            return Run(-9, out, err + f"\n(killed after {timeout:.0f} s)", None, time.perf_counter() - t0, path)
         error = json.loads(Path(record).read_text()) if os.path.exists(record) else None
-        return Run(r.returncode, r.stdout, r.stderr, error, time.perf_counter() - t0)
+        return Run(r.returncode, r.stdout, r.stderr, error, time.perf_counter() - t0, path)
 
 
 def judge_run(case: Case, run: Run) -> str:
@@ -329,7 +330,9 @@ def judge_run(case: Case, run: Run) -> str:
     if case.oracle == "internal-error":
         if err is None:
             return f"repro.py {what}, not the recorded exception"
-        message = err["message"] or f"raised in {internal_error.raise_site(err['traceback']) or 'an unknown place'}"
+        # JAX names the source location of some errors: the worker runs the program as "<program>"
+        message = err["message"].replace(run.path, "<program>") if run.path else err["message"]
+        message = message or f"raised in {internal_error.raise_site(err['traceback']) or 'an unknown place'}"
         sig = internal_error.signature(err["type"], message, err["traceback"])
         return "" if sig == case.signature else f"repro.py raised {sig[:200]!r}, not the recorded {case.signature[:200]!r}"
     if case.oracle == "crash":
