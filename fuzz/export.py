@@ -457,7 +457,10 @@ def feature_docs(program: dict) -> list:
 
 def _expected_text(case: Case, run: Run) -> str:
     docs = feature_docs(case.program)
-    listing = "\n".join(f"- [{name}]({url}): {what}." for _, (name, url, what) in docs)
+    grouped: dict = {}  # one line per documentation page
+    for _, (name, url, what) in docs:
+        grouped.setdefault((name, url), []).append(what)
+    listing = "\n".join(f"- [{name}]({url}): {'; '.join(whats)}." for (name, url), whats in grouped.items())
     valid = ("The program is valid: shardfuzz's typing rules (`fuzz/typecheck.py`, written from JAX's documentation) "
              "accept it, and each API is used as its documentation says:\n\n" + listing)
     if case.oracle == "internal-error":
@@ -468,7 +471,7 @@ def _expected_text(case: Case, run: Run) -> str:
     if case.oracle == "differential":
         return ("**Expected:** the outputs of the same function evaluated without jit, shard_map, vmap or collectives "
                 "(shardfuzz's unsharded NumPy reference: shard_map cuts and reassembles blocks as its in_specs / "
-                "out_specs say, vmap maps over the batch dimension, collectives are reductions over the named axis). "
+                "out_specs say, vmap maps over the batch dimension, collectives act on the values along the named axis). "
                 "Both arrays, as the repro prints them:\n\n" + _fenced(_arrays_printed(run)) + "\n\n" + valid)
     if case.oracle == "callbacks":
         return ("**Expected:** each io_callback host function receives the values of its argument (compared as sets "
