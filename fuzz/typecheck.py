@@ -46,7 +46,11 @@ IDENTIFIER = re.compile(r"[a-z][a-z0-9_]{0,15}")
 RENDER_NAMES = frozenset({
     "jax", "jnp", "np", "os", "contextlib", "io_callback", "shard_map", "mesh", "mesh_context", "Mesh",
     "NamedSharding", "P", "CALLS", "CALLBACK_LOG", "make_input", "log_callback", "tuple_grad",
-    "tuple_value_and_grad", "resharded", "expected", "check", "main"})
+    "tuple_value_and_grad", "resharded", "expected", "check", "main",
+    # names of the repro scripts (fuzz.render.REPRO_NAMES; a test keeps the two in step)
+    "sys", "subprocess", "difflib", "re", "tempfile", "faulthandler", "base64", "seeded", "run_earlier", "record",
+    "received", "check_outputs", "check_callbacks", "canonical", "lowering", "lowering_in", "out", "first",
+    "again", "diff", "f"})
 RESERVED = frozenset(keyword.kwlist) | frozenset(getattr(keyword, "softkwlist", ())) | frozenset(dir(builtins)) \
     | RENDER_NAMES
 NESTED_FUNCTION = re.compile(r"g\d+")  # the renderer names nested functions g1, g2, ...

@@ -189,3 +189,10 @@ def test_files_are_written_with_the_users_umask(tmp_path):
         os.umask(old)
     assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o644
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary file left
+
+
+def test_repro_names_are_reserved_in_programs():
+    from fuzz.render import REPRO_NAMES
+    from fuzz.typecheck import RESERVED
+
+    assert REPRO_NAMES <= RESERVED
