@@ -1,11 +1,19 @@
-"""Fault injection through the real path: make a program's io_callback host function kill its process.
+"""Fault injection through the real path: make a rendered program kill or hang its worker.
 
-Used by ``tests/test_faults.py`` and ``benchmarks/faults.py`` to show that a campaign
-survives aborts, segfaults and hangs inside JAX, records each, and leaves no process
-behind.
+Used by ``tests/test_faults.py``, ``tests/test_lifetime.py``, ``benchmarks/faults.py``
+and ``benchmarks/kills.py`` to show that a campaign survives aborts, segfaults and hangs
+inside JAX, records each that reproduces (and only those), and leaves no process behind.
+
+A fault goes either into every io_callback host function (:func:`inject`: it fires
+inside JAX's execution) or at the end of the module (:func:`inject_module`: it fires
+when the worker execs the source, for any program). Hooks (``source -> source``) for
+``Campaign(source_hook=...)``: :func:`rotating`, :func:`once`, :func:`abort_some`,
+:func:`lowering_only`; :func:`hook_from_spec` builds one from the test-only
+``SHARDFUZZ_TEST_FAULT`` environment variable that ``shardfuzz run`` reads.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 
@@ -17,20 +25,103 @@ FAULTS = {
 _HOST = "    def host(x):\n"
 
 
-def inject(source: str, fault: str) -> str:
+# distinct words for distinct injected abort messages (letters survive oracles.common.normalize)
+WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
+
+
+def _guarded(code: str, once: str | None) -> str:
+    """``code`` as one line, run only if the marker file ``once`` does not exist yet (it is created first)."""
+    if once is None:
+        return code
+    return f"if not os.path.exists({once!r}): open({once!r}, 'w').close(); {code}"
+
+
+def inject(source: str, fault: str, once: str | None = None) -> str:
     """The rendered ``source`` with every io_callback host function starting with ``fault``.
 
-    Raises ValueError if the source has no io_callback host function.
+    ``fault``: a key of FAULTS; ``once``: path of a marker file: the fault fires only in
+    the first process that finds it missing (it is created just before), so that the
+    crash does *not* reproduce in a fresh worker. Raises ValueError if the source has no
+    io_callback host function.
     """
     if _HOST not in source:
         raise ValueError("the program has no io_callback host function to inject a fault into")
-    return source.replace(_HOST, f"{_HOST}        import os; {FAULTS[fault]}\n")
+    return source.replace(_HOST, f"{_HOST}        import os\n        {_guarded(FAULTS[fault], once)}\n")
+
+
+def inject_module(source: str, fault: str, once: str | None = None, message: str = "",
+                  only_lowering_worker: bool = False) -> str:
+    """``source`` with ``fault`` run at the end of the module, i.e. when a worker execs it.
+
+    ``message``: a line written to stderr first (the crash oracle takes a ``Check
+    failed ...`` line as the finding's message); ``once``: as in :func:`inject`;
+    ``only_lowering_worker``: fire only in the determinism oracle's lowering worker
+    (the one whose PYTHONHASHSEED is not 0, see fuzz.runner.Runner).
+    """
+    code = FAULTS[fault]
+    if message:
+        code = f"import sys; sys.stderr.write({message + chr(10)!r}); sys.stderr.flush(); {code}"
+    line = _guarded(code, once)
+    if only_lowering_worker:
+        line = f"if os.environ.get('PYTHONHASHSEED') != '0':\n    {line}"
+    return f"{source}\nimport os\n{line}\n"
 
 
 def rotating(faults=("abort", "segfault", "hang")):
     """A source hook that injects the given faults in turn, one per program run."""
     cycle = itertools.cycle(faults)
     return lambda source: inject(source, next(cycle))
+
+
+def once(fault: str, marker: str):
+    """A source hook whose io_callback fault fires in one process only (marker file ``marker``).
+
+    The first run crashes; the crash confirmation in a fresh worker does not: an
+    *unconfirmed* crash, which must not become a finding.
+    """
+    return lambda source: inject(source, fault, once=marker)
+
+
+def abort_some(share: float = 1.0, words: int = len(WORDS)):
+    """A source hook that makes a share of programs abort with one of ``words`` distinct messages.
+
+    Which programs, and which message, depend only on the source text (sha256), so
+    the crash reproduces in a fresh worker and each message is one distinct finding:
+    ``crash: SIGABRT: Check failed: injected fault <word>``. ``share``: in [0, 1].
+    """
+    def hook(source: str) -> str:
+        h = int(hashlib.sha256(source.encode()).hexdigest(), 16)
+        if (h % 10000) >= share * 10000:
+            return source
+        word = WORDS[(h // 10000) % words]
+        return inject_module(source, "abort", message=f"Check failed: injected fault {word}")
+
+    return hook
+
+
+def lowering_only(fault: str, once: str | None = None):
+    """A source hook whose fault fires only in the lowering worker (see :func:`inject_module`)."""
+    return lambda source: inject_module(source, fault, once=once, only_lowering_worker=True)
+
+
+def hook_from_spec(spec: str):
+    """The source hook named by ``SHARDFUZZ_TEST_FAULT`` (test-only; never set it for a real campaign).
+
+    ``abort`` or ``abort:SHARE`` (:func:`abort_some`, SHARE in [0, 1], default 1);
+    ``hang`` (every program hangs at module level). Raises ValueError for anything else.
+    """
+    kind, _, arg = spec.partition(":")
+    if kind == "abort":
+        try:
+            share = float(arg) if arg else 1.0
+        except ValueError:
+            share = -1.0
+        if not 0.0 <= share <= 1.0:
+            raise ValueError(f"SHARDFUZZ_TEST_FAULT={spec}: the share after 'abort:' must be in [0, 1]")
+        return abort_some(share)
+    if kind == "hang" and not arg:
+        return lambda source: inject_module(source, "hang")
+    raise ValueError(f"SHARDFUZZ_TEST_FAULT={spec} is not 'abort', 'abort:SHARE' or 'hang' (a test-only setting)")
 
 
 def worker_processes(parent: int | None = None) -> set:

@@ -20,6 +20,7 @@ HISTORY = 6  # earlier programs kept per worker, to find the shortest history a 
 RECYCLE_PROGRAMS = 400  # a worker is restarted after this many programs...
 RECYCLE_BYTES = 6 << 30  # ...or once its resident memory exceeds this (bytes)
 ROTATE_HASH_SEED = 50  # programs between hash seeds of the lowering worker (see Runner.recycle)
+UNCONFIRMED_KEPT = 20  # unconfirmed crashes kept (the last ones) in Stats.unconfirmed
 
 
 def default_timeout(program: dict) -> float:
@@ -42,6 +43,10 @@ class Stats:
     reference_seconds: float = 0.0
     features: Counter = field(default_factory=Counter)
     depths: Counter = field(default_factory=Counter)
+    unconfirmed_total: int = 0  # crashes and hangs that did not happen again in a fresh worker
+    # the last UNCONFIRMED_KEPT of those: {"worker": "execute" | "lowering", "status": "crash" | "hang",
+    # "signal": str, "seconds": wall time of the run, "stderr": its stderr tail}
+    unconfirmed: deque = field(default_factory=lambda: deque(maxlen=UNCONFIRMED_KEPT))
 
 
 class Runner:
@@ -72,7 +77,11 @@ class Runner:
         """Execute and judge one program: (findings, rendered source).
 
         ``findings`` is a list of Finding; crash and hang findings carry the earlier
-        programs (sources) they need in ``history``.
+        programs (sources) they need in ``history``. A crash or hang is a finding only
+        when it happens again in a fresh worker (:meth:`confirm`); one that does not
+        (a worker killed from outside, the OOM killer, a flaky machine) is counted in
+        ``stats.unconfirmed_total`` and ``stats.unconfirmed`` instead. The same holds
+        for the lowering worker: its crash is re-run in a fresh lowering worker.
         """
         self.stats.programs += 1
         try:
@@ -87,17 +96,31 @@ class Runner:
             return [Finding("generator", type(e).__name__, str(e))], ""
         source = self.source_hook(source)
         timeout = self.timeout or default_timeout(program)
+        lower = "after" if self.lowerer else False
         t0 = time.perf_counter()
         if self.lowerer is not None:
             self.lowerer.submit(source, "only")
-        outcome = self.worker.run(source, timeout, lower="after" if self.lowerer else False)
+        outcome = self.worker.run(source, timeout, lower=lower)
         other = self.lowerer.collect(timeout) if self.lowerer is not None else None
-        self.stats.worker_seconds += time.perf_counter() - t0
         history = list(self.history)
         self.history.append(source)
+        lowering_note = ""
         if outcome["status"] != "ok":
-            outcome["history"] = self.confirm(source, outcome, history, timeout)
+            outcome["history"] = self.confirm(source, outcome, history, timeout, lower)
             self.history.clear()
+            if outcome["history"] is None:
+                self._unconfirmed("execute", outcome)
+                self.stats.worker_seconds += time.perf_counter() - t0
+                self.recycle()
+                return [], source
+        elif other is not None and other["status"] != "ok":
+            again = self.lowerer.run(source, timeout, lower="only")  # collect() restarted it: a fresh worker
+            if self.same_failure(again, other):
+                lowering_note = "reproduced alone in a fresh lowering worker"
+            else:
+                self._unconfirmed("lowering", other)
+                other = again if again["status"] == "ok" else None
+        self.stats.worker_seconds += time.perf_counter() - t0
         self.recycle()
         reference = None
         found = []
@@ -113,18 +136,33 @@ class Runner:
                                seeds=(self.worker.hash_seed, self.lowerer.hash_seed if self.lowerer else None))
         if outcome["status"] != "ok":
             h = outcome["history"]
-            note = ("not reproduced in a fresh worker" if h is None else
-                    "reproduced alone in a fresh worker" if not h else
+            note = ("reproduced alone in a fresh worker" if not h else
                     f"reproduced in a fresh worker after {len(h)} earlier program(s) (kept in the finding)")
             for f in found:
                 f.details = f"{note}\n{f.details}"
-                f.history = h or []
+                f.history = h
+        elif lowering_note:
+            for f in found:
+                if f.oracle in ("crash", "hang"):  # (the execution went fine: these come from the lowering worker)
+                    f.details = f"{lowering_note}\n{f.details}"
         if any(f.oracle == "internal-error" for f in found):
             self.stats.rejected += 1
         return found, source
 
-    def confirm(self, source: str, outcome: dict, history: list, timeout: float):
-        """Re-run a program that killed or hung its worker in a fresh one.
+    @staticmethod
+    def same_failure(again: dict, outcome: dict) -> bool:
+        """Whether a re-run failed as the first run did: both hung, or both died of the same signal."""
+        return again["status"] == outcome["status"] != "ok" and again.get("signal") == outcome.get("signal")
+
+    def _unconfirmed(self, worker: str, outcome: dict) -> None:
+        self.stats.unconfirmed_total += 1
+        self.stats.unconfirmed.append({"worker": worker, "status": outcome["status"],
+                                       "signal": outcome.get("signal", "timeout"),
+                                       "seconds": round(outcome.get("wall", 0.0), 1),
+                                       "stderr": outcome.get("stderr", "")[-1500:]})
+
+    def confirm(self, source: str, outcome: dict, history: list, timeout: float, lower: bool | str = False):
+        """Re-run a program that killed or hung its worker in a fresh one (with the same ``lower`` mode).
 
         Returns [] when it fails alone, the shortest suffix of ``history`` (earlier
         programs of that worker) after which it fails, or None when nothing reproduces.
@@ -132,10 +170,9 @@ class Runner:
         def fails(earlier: list) -> bool:
             self.worker.restart()
             for src in earlier:
-                if self.worker.run(src, timeout)["status"] != "ok":
+                if self.worker.run(src, timeout, lower=lower)["status"] != "ok":
                     return False  # an earlier program failed by itself: not this history
-            again = self.worker.run(source, timeout)
-            return again["status"] == outcome["status"] and again.get("signal") == outcome.get("signal")
+            return self.same_failure(self.worker.run(source, timeout, lower=lower), outcome)
 
         for n in range(0, len(history) + 1):
             if outcome["status"] == "hang" and n > 0:

@@ -31,3 +31,43 @@ def test_aborts_segfaults_and_hangs_are_recorded_and_reaped():
     time.sleep(0.5)
     assert worker_processes(parent=os.getpid()) == set()
     assert worker_processes(parent=1) - orphans_before == set()
+
+
+def test_a_crash_that_does_not_reproduce_is_counted_not_a_finding(tmp_path):
+    """The fault fires in the first worker only (a marker file): a crash the fresh worker does not repeat
+    (as after a kill -9 from outside, or the OOM killer) is not a finding, but it is counted."""
+    from fuzz.faults import once
+
+    marker = tmp_path / "fired"
+    c = Campaign(seconds=3600, determinism=False, timeout=60, source_hook=once("abort", str(marker)))
+    c.start = time.monotonic()
+    try:
+        found = c.run_program(callback_program())
+    finally:
+        c.close()
+    assert marker.exists()  # the fault did fire once
+    assert found == [] and c.records == {}
+    report = c.report()
+    assert report["findings"] == [] and report["unconfirmed_crash_count"] == 1
+    [u] = report["unconfirmed_crashes"]
+    assert (u["worker"], u["status"], u["signal"]) == ("execute", "crash", "SIGABRT")
+
+
+def test_the_lowering_workers_crashes_are_confirmed_too(tmp_path):
+    """A crash of the determinism oracle's lowering worker is a finding only if a fresh lowering worker repeats it."""
+    from fuzz.faults import lowering_only
+
+    marker = tmp_path / "fired"
+    c = Campaign(seconds=3600, determinism=True, timeout=60, source_hook=lowering_only("abort", once=str(marker)))
+    c.start = time.monotonic()
+    try:
+        first = c.run_program(callback_program())
+        assert marker.exists()
+        c.runner.source_hook = lowering_only("abort")  # now every lowering worker aborts
+        second = c.run_program(callback_program())
+    finally:
+        c.close()
+    assert first == []
+    assert c.stats.unconfirmed_total == 1 and c.stats.unconfirmed[0]["worker"] == "lowering"
+    assert [(f.oracle, f.kind) for f in second] == [("crash", "SIGABRT")]
+    assert "reproduced alone in a fresh lowering worker" in second[0].details
