@@ -13,10 +13,11 @@ import time
 from dataclasses import dataclass
 
 from hypothesis import HealthCheck, Verbosity, given, seed, settings
-from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 from hypothesis.errors import Flaky
 
 from fuzz import features as F
+from fuzz import findings as findings_file
 from fuzz.render import render
 from fuzz.runner import Runner
 from fuzz.typecheck import ProgramError
@@ -37,6 +38,35 @@ def program_key(program: dict) -> str:
     return hashlib.sha256(json.dumps(program, sort_keys=True).encode()).hexdigest()[:16]
 
 
+class SaveOnlyDatabase(ExampleDatabase):
+    """An example database that keeps what Hypothesis saves but gives nothing back.
+
+    For a seeded campaign: Hypothesis's ``@seed`` switches the database off, because
+    replaying stored examples first would make the run depend on earlier runs. With
+    this wrapper a seeded campaign still repeats, and the failures it finds are saved
+    for the next unseeded campaign (which replays them first). ``db``: the real database.
+    """
+
+    def __init__(self, db: ExampleDatabase):
+        super().__init__()
+        self.db = db
+
+    def __repr__(self) -> str:
+        return f"SaveOnlyDatabase({self.db!r})"
+
+    def fetch(self, key: bytes):
+        return iter(())
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self.db.save(key, value)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        self.db.delete(key, value)
+
+    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        self.db.move(src, dest, value)
+
+
 @dataclass
 class Record:
     """A distinct finding: the smallest program seen for it and how often it was hit."""
@@ -55,15 +85,19 @@ class Campaign:
     ``seconds``: generation stops after this much wall time (shrinking of a finding in
     progress may take up to ``shrink_seconds`` more); ``max_examples``: or after this
     many programs; ``seed``: Hypothesis seed (None: random); ``python``: interpreter for
-    the worker; ``database``: Hypothesis example database directory (None: no database);
-    ``timeout``: per-program seconds before a hang (None: :func:`default_timeout`).
-    Raises fuzz.execute.WorkerError if the worker does not start.
+    the worker; ``database``: Hypothesis example database directory (None: no database;
+    with a seed it is written but not replayed, see :class:`SaveOnlyDatabase`);
+    ``timeout``: per-program seconds before a hang (None: :func:`default_timeout`);
+    ``findings_path``: the findings file (see :mod:`fuzz.findings`; None: none), each
+    distinct finding is appended there when recorded and again when shrunk;
+    ``on_finding(campaign, record)``: called after a new distinct finding was recorded
+    (and appended). Raises fuzz.execute.WorkerError if the worker does not start.
     """
 
     def __init__(self, seconds: float = 600, max_examples: int | None = None, seed: int | None = None,
                  python: str | None = None, database: str | None = None, timeout: float | None = None,
                  shrink_seconds: float = 180, on_progress=None, determinism: bool = True,
-                 source_hook=None, stop_when=None):
+                 source_hook=None, stop_when=None, findings_path: str | None = None, on_finding=None):
         self.seconds = seconds
         self.max_examples = max_examples
         self.seed = seed
@@ -74,7 +108,14 @@ class Campaign:
         self.runner = Runner(python=python, determinism=determinism, timeout=timeout, source_hook=source_hook)
         self.caps = self.runner.caps
         self.stats = self.runner.stats
+        self.database = database or None
         self.db = DirectoryBasedExampleDatabase(database) if database else None
+        if self.db is not None and seed is not None:
+            self.db = SaveOnlyDatabase(self.db)
+        self.findings_path = findings_path
+        self.findings_error = ""  # the first error appending to the findings file ('' if none)
+        self.on_finding = on_finding or (lambda c, rec: None)
+        self.started = time.time()  # wall clock (seconds since the epoch) of the campaign's start
         self.records: dict = {}
         self.known: set = set()
         self.target: str | None = None
@@ -89,13 +130,39 @@ class Campaign:
         """Execute and judge one program (see :meth:`fuzz.runner.Runner.run`); records its findings."""
         found, source = self.runner.run(program)
         for f in found:
-            if f.signature not in self.records:
-                self.records[f.signature] = Record(f, program, source, 0, time.monotonic() - self.start)
-            self.records[f.signature].count += 1
+            if f.signature in self.records:
+                self.records[f.signature].count += 1
+            else:
+                self.record(f, program, source)
             if self.stop_when is not None and self.matched is None and self.stop_when(f, program):
                 self.matched = (time.monotonic() - self.start, f)
                 self.stopped = True
         return found
+
+    def record(self, finding: Finding, program: dict, source: str) -> Record:
+        """Record a new distinct finding (seen once): keep it, append it to the findings file, call ``on_finding``."""
+        rec = Record(finding, program, source, 1, time.monotonic() - self.start)
+        self.records[finding.signature] = rec
+        self.save_record(finding.signature)
+        self.on_finding(self, rec)
+        return rec
+
+    def save_record(self, signature: str) -> None:
+        """Append the current state of a finding to the findings file (the reader keeps the last line).
+
+        An error (disk full) is kept in ``findings_error`` and does not stop the
+        campaign: the findings are still in memory and go into the report.
+        """
+        if not self.findings_path:
+            return
+        entry = {**self.finding_entry(signature, self.records[signature]),
+                 "campaign_started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
+                 "seed": self.seed, "jax_version": self.caps.get("jax_version"),
+                 "jaxlib_version": self.caps.get("jaxlib_version")}
+        try:
+            findings_file.append(self.findings_path, entry)
+        except OSError as e:
+            self.findings_error = self.findings_error or f"{self.findings_path}: {e}"
 
     def close(self) -> None:
         """Kill the workers (and anything they started)."""
@@ -148,15 +215,18 @@ class Campaign:
         return self.max_examples is not None and self.stats.generated >= self.max_examples
 
     def _round(self, index: int) -> None:
-        @settings(max_examples=ROUND, deadline=None, database=self.db, derandomize=False,
-                  suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet, report_multiple_bugs=False,
-                  print_blob=False)
         @given(programs(self.caps))
         def shardfuzz_campaign(program):
             self._test(program)
 
         if self.seed is not None:
             shardfuzz_campaign = seed(self.seed * 7919 + index)(shardfuzz_campaign)
+        # (applied after @seed, which sets database=None: a seeded campaign saves to a SaveOnlyDatabase)
+        shardfuzz_campaign = settings(
+            max_examples=ROUND, deadline=None, database=self.db, derandomize=False,
+            suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet, report_multiple_bugs=False,
+            print_blob=False)(shardfuzz_campaign)
+        interrupted = False
         try:
             shardfuzz_campaign()
         except (_Found, Flaky):
@@ -164,15 +234,22 @@ class Campaign:
         except ProgramError as e:  # the generator drew an invalid program: our bug, never the campaign's end
             self.stats.invalid += 1
             f = Finding("generator", type(e).__name__, str(e))
-            self.records.setdefault(f.signature, Record(f, {}, "", 0, time.monotonic() - self.start))
-            self.records[f.signature].count += 1
+            if f.signature in self.records:
+                self.records[f.signature].count += 1
+            else:
+                self.record(f, {}, "")
+        except BaseException:  # interrupted (Ctrl-C, SIGTERM): end quickly, keep the smallest program so far
+            interrupted = True
+            raise
         finally:
             if self.target is not None:
-                self.known.add(self.target)
-                self.drop_calls(self.target)
-                self.records[self.target].shrunk = True
+                target, self.target = self.target, None
+                self.known.add(target)
+                if not interrupted:
+                    self.drop_calls(target)
+                    self.records[target].shrunk = True
                 self.shrink_spent += time.monotonic() - self.target_start
-                self.target = None
+                self.save_record(target)
 
     def drop_calls(self, signature: str) -> None:
         """Shrink further than Hypothesis can: drop calls (and the functions only they use) one at a time.
@@ -203,6 +280,7 @@ class Campaign:
     def run(self) -> dict:
         """Run until time or examples run out; returns the report (see :meth:`report`)."""
         self.start = time.monotonic()
+        self.started = time.time()
         index = 0
         try:
             while not self.done():  # (done() is also true once stopped)
@@ -212,21 +290,41 @@ class Campaign:
             self.elapsed = time.monotonic() - self.start
         return self.report()
 
+    @staticmethod
+    def finding_entry(signature: str, rec: Record) -> dict:
+        """One finding as the report (and the findings file) shows it."""
+        return {"signature": signature, "oracle": rec.finding.oracle, "kind": rec.finding.kind,
+                "message": rec.finding.message, "details": rec.finding.details[-3000:],
+                "call": rec.finding.call, "count": rec.count,
+                "history": rec.finding.history,
+                "first_seconds": round(rec.first_seconds, 1), "shrunk": rec.shrunk,
+                "program": rec.program, "source": rec.source}
+
+    def database_use(self) -> str:
+        """How this campaign uses the example database, in a few words."""
+        if self.db is None:
+            return "none (--database '')"
+        if isinstance(self.db, SaveOnlyDatabase):
+            return "save only: a seeded campaign does not replay earlier examples, so that it repeats"
+        return "replay and save"
+
     def report(self) -> dict:
-        """The JSON report: versions, counts, timings, features and distinct findings."""
+        """The JSON report: versions, counts, timings, features and distinct findings.
+
+        ``unconfirmed_crashes``: the last crashes and hangs that did not happen again in
+        a fresh worker (not findings; see :meth:`fuzz.runner.Runner.run`), of
+        ``unconfirmed_crash_count`` in all.
+        """
         s = self.stats
         elapsed = getattr(self, "elapsed", time.monotonic() - self.start)
-        findings = []
-        for sig, rec in sorted(self.records.items(), key=lambda kv: kv[1].first_seconds):
-            findings.append({"signature": sig, "oracle": rec.finding.oracle, "kind": rec.finding.kind,
-                             "message": rec.finding.message, "details": rec.finding.details[-3000:],
-                             "call": rec.finding.call, "count": rec.count,
-                             "history": rec.finding.history,
-                             "first_seconds": round(rec.first_seconds, 1), "shrunk": rec.shrunk,
-                             "program": rec.program, "source": rec.source})
+        findings = [self.finding_entry(sig, rec)
+                    for sig, rec in sorted(self.records.items(), key=lambda kv: kv[1].first_seconds)]
         return {
             "jax_version": self.caps.get("jax_version"), "jaxlib_version": self.caps.get("jaxlib_version"),
             "seed": self.seed, "determinism": self.runner.lowerer is not None,
+            "database": self.database, "database_use": self.database_use(),
+            "findings_file": self.findings_path, "findings_file_error": self.findings_error or None,
+            "unconfirmed_crash_count": s.unconfirmed_total, "unconfirmed_crashes": list(s.unconfirmed),
             "seconds": round(elapsed, 1), "programs": s.programs, "generated": s.generated,
             "rejected": s.rejected, "generated_rejected": s.generated_rejected, "invalid": s.invalid,
             "programs_per_second": round(s.programs / elapsed, 3) if elapsed else 0.0,

@@ -4,10 +4,19 @@ A worker is ``python fuzz/worker.py`` in its own process group (so a kill reache
 child it made), with ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` set before
 JAX is imported there. Its stderr goes to a temporary file, so that a crash's last
 lines can be reported without a pipe that could fill up and block it.
+
+A worker dies with the process that started it, however that one ends (SIGKILL, the
+OOM killer): on Linux the kernel sends it SIGKILL when its parent dies
+(``PR_SET_PDEATHSIG``, set between fork and exec; see prctl(2)), and the worker itself
+also exits when its parent pid changes (a watchdog thread in fuzz/worker.py, for
+systems without prctl). PR_SET_PDEATHSIG fires when the *thread* that forked the worker
+ends, not the process: start workers from the main thread (every caller in shardfuzz
+does), or from a thread that lives as long as they should.
 """
 from __future__ import annotations
 
 import base64
+import ctypes
 import json
 import os
 import queue
@@ -23,6 +32,41 @@ import numpy as np
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 STARTUP_TIMEOUT = 120.0  # seconds: importing JAX on a loaded 2-core machine
+PARENT_ENV = "SHARDFUZZ_PARENT_PID"  # read by fuzz/worker.py's watchdog
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def _load_prctl():
+    """libc's prctl, resolved once here so that the child only calls it (None off Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    return prctl
+
+
+_PRCTL = _load_prctl()
+
+
+def die_with_parent_hook(parent: int):
+    """A ``preexec_fn`` that makes the child get SIGKILL when ``parent`` dies (None without prctl).
+
+    Runs in the child between fork and exec, so it only calls the already resolved
+    prctl and os functions. If the parent is already gone, the child kills itself.
+    """
+    if _PRCTL is None:
+        return None
+
+    def hook() -> None:
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return hook
 
 
 class WorkerError(RuntimeError):
@@ -51,13 +95,18 @@ class Worker:
 
     ``python``: interpreter to run it with (default: this one); ``n_devices``: host CPU
     devices JAX fakes; ``hash_seed``: PYTHONHASHSEED of the process (None: random).
-    Raises WorkerError when it does not start.
+    ``death_signal`` and ``watchdog``: the two ways the worker dies with this process
+    (see the module docstring); both on by default, switched off only by the tests
+    that check each alone. Raises WorkerError when it does not start.
     """
 
-    def __init__(self, python: str | None = None, n_devices: int = 8, hash_seed: int | None = None):
+    def __init__(self, python: str | None = None, n_devices: int = 8, hash_seed: int | None = None,
+                 death_signal: bool = True, watchdog: bool = True):
         self.python = python or sys.executable
         self.n_devices = n_devices
         self.hash_seed = hash_seed
+        self.death_signal = death_signal
+        self.watchdog = watchdog
         self.proc = None
         self.caps: dict = {}
         self.programs_run = 0
@@ -71,13 +120,24 @@ class Worker:
         env["JAX_TRACEBACK_FILTERING"] = "off"  # keep JAX's own frames: they locate message-less errors
         env["PYTHONHASHSEED"] = str(self.hash_seed) if self.hash_seed is not None else "random"
         env.pop("PYTHONPATH", None)  # the worker must not see shardfuzz
+        env.pop(PARENT_ENV, None)
+        if self.watchdog:
+            env[PARENT_ENV] = str(os.getpid())
         self.stderr = tempfile.TemporaryFile()
         try:
             self.proc = subprocess.Popen([self.python, "-u", str(WORKER_SCRIPT)], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=self.stderr, env=env,
-                                         start_new_session=True, cwd=tempfile.gettempdir())
+                                         start_new_session=True, cwd=tempfile.gettempdir(),
+                                         preexec_fn=die_with_parent_hook(os.getpid()) if self.death_signal else None)
         except OSError as e:
             raise WorkerError(f"cannot start worker with {self.python}: {e.strerror}") from None
+        try:
+            self._handshake()
+        except BaseException:  # interrupted (Ctrl-C, SIGTERM) while JAX was being imported
+            self.kill()
+            raise
+
+    def _handshake(self) -> None:
         self.lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, args=(self.proc.stdout, self.lines), daemon=True).start()
         hello = self._next(STARTUP_TIMEOUT)

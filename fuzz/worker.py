@@ -16,13 +16,45 @@ the StableHLO text of the jitted call (``jax.jit`` around calls that are not jit
 ``relowering`` the same after ``jax.clear_caches()`` (with "after"). Arrays are
 ``{"dtype", "shape", "b64"}``. Replies go to the original stdout; the program's own
 prints go to stderr.
+
+The worker dies with its parent: when ``SHARDFUZZ_PARENT_PID`` is set, a watchdog
+thread exits the process (``os._exit``) as soon as its parent pid is no longer that one,
+even while a program hangs (the parent also asks the kernel for SIGKILL on its death,
+see fuzz/execute.py; this covers systems without prctl).
 """
 import base64
 import json
 import os
 import sys
+import threading
 import time
 import traceback
+
+WATCH_PERIOD = 0.5  # seconds between two checks of the parent pid
+ORPHAN_EXIT = 75  # exit code of a worker whose parent died
+
+
+def watch_parent(parent: int, period: float = WATCH_PERIOD) -> threading.Thread:
+    """Start a daemon thread that ends this process when its parent is no longer ``parent``.
+
+    Checks ``os.getppid()`` every ``period`` seconds (an orphan is re-parented to init or
+    a subreaper). It runs while the main thread waits inside JAX on a hung program; a
+    thread that holds the GIL forever can stop it, which is why the parent also sets
+    PR_SET_PDEATHSIG.
+    """
+    def loop() -> None:
+        while True:
+            if os.getppid() != parent:
+                try:
+                    sys.stderr.write("shardfuzz worker: the fuzzer that started me is gone; exiting\n")
+                    sys.stderr.flush()
+                finally:
+                    os._exit(ORPHAN_EXIT)
+            time.sleep(period)
+
+    t = threading.Thread(target=loop, name="shardfuzz-parent-watchdog", daemon=True)
+    t.start()
+    return t
 
 
 def capabilities(jax) -> dict:
@@ -116,6 +148,9 @@ def error_record(e: BaseException) -> dict:
 
 
 def main() -> None:
+    parent = os.environ.get("SHARDFUZZ_PARENT_PID", "")
+    if parent.isdigit():
+        watch_parent(int(parent))
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # program prints go to stderr
     sys.stdout = sys.stderr
