@@ -1,13 +1,20 @@
 """``shardfuzz`` command line: run a campaign, show progress and a summary of distinct findings.
 
-Exit codes: 0 nothing found, 1 something found, 2 bad input (one line on stderr says
-what is wrong and what to do).
+Exit codes: 0 nothing found, 1 something found, 2 bad input or an error (one line on
+stderr says what is wrong and what to do; an unexpected error prints
+``shardfuzz: internal error: ...``, with the traceback when ``SHARDFUZZ_DEBUG=1``).
+
+``run`` stops on SIGINT (Ctrl-C), SIGTERM and SIGHUP alike: the workers are killed, the
+report is written and the summary printed, and it exits 0 or 1 as after a full run.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
+import signal
 import sys
+import tempfile
 import time
 
 import click
@@ -15,23 +22,81 @@ import click
 from fuzz import __version__
 from fuzz.util import atomic_write_text, check_environment, unsupported
 
+DEBUG_ENV = "SHARDFUZZ_DEBUG"  # =1: print the traceback of an internal error
+FAULT_ENV = "SHARDFUZZ_TEST_FAULT"  # test-only: inject faults into every program (see fuzz.faults.hook_from_spec)
+
 
 def _fail(msg: str) -> None:
     click.echo(f"shardfuzz: {msg}", err=True)
     sys.exit(2)
 
 
-@click.group()
+class _Shardfuzz(click.Group):
+    """The command group, with one exit path for what no command expected: exit 2 and one line."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except KeyboardInterrupt as e:
+            _fail(f"interrupted ({e.args[0] if e.args else 'SIGINT'})")
+        except Exception as e:
+            if os.environ.get(DEBUG_ENV) == "1":
+                import traceback
+
+                traceback.print_exc()
+            msg = " ".join(str(e).split())[:300]
+            _fail(f"internal error: {type(e).__name__}: {msg} (please report; {DEBUG_ENV}=1 shows the traceback)")
+
+
+@click.group(cls=_Shardfuzz)
 @click.version_option(__version__, prog_name="shardfuzz")
 def main() -> None:
     """shardfuzz: a fuzzer for JAX's sharding transforms (jit, shard_map, vmap, grad, io_callback)."""
+
+
+class _Stop:
+    """SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, until :meth:`wrap_up`.
+
+    After that (the report is being written, the workers killed) they are ignored, so
+    that a second signal cannot cut the wrap-up short; ``name`` is the first signal's.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self):
+        self.name = None
+        self.wrapping_up = False
+        for s in self.SIGNALS:
+            signal.signal(s, self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        self.name = self.name or signal.Signals(signum).name
+        if not self.wrapping_up:
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    def wrap_up(self) -> None:
+        self.wrapping_up = True
+
+
+def _unwritable(directory: str) -> str:
+    """'' when a file can be created in ``directory``, else the reason (a temporary file is tried)."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".shardfuzz-probe-")
+    except OSError as e:
+        return e.strerror or str(e)
+    os.close(fd)
+    os.unlink(tmp)
+    return ""
 
 
 @main.command()
 @click.option("--time", "seconds", type=click.FloatRange(min=1), default=600, show_default=True,
               help="Stop generating after this many seconds (a shrink in progress may finish).")
 @click.option("--max-examples", type=click.IntRange(min=1), default=None, help="Stop after this many programs.")
-@click.option("--seed", type=int, default=None, help="Hypothesis seed, for a repeatable campaign.")
+@click.option("--seed", type=int, default=None,
+              help="Hypothesis seed, for a repeatable campaign (the database is then written, not replayed).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
               help="Write the JSON report here.")
 @click.option("--python", "python", default=None, help="Interpreter whose JAX the workers use.")
@@ -39,24 +104,48 @@ def main() -> None:
 @click.option("--determinism/--no-determinism", default=True, show_default=True,
               help="Lower every program in a second process with another hash seed and compare.")
 @click.option("--database", default=".shardfuzz/examples", show_default=True,
-              help="Hypothesis example database directory ('' for none).")
+              help="Hypothesis example database directory ('' for none); findings.jsonl is written beside it.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=None,
               help="Seconds a program may run before it is a hang (default: scaled to the program).")
 def run(seconds, max_examples, seed, report_path, python, jax_version, determinism, database, timeout):
     """Run a fuzzing campaign against JAX on 8 host CPU devices."""
+    stop = _Stop()
     from rich.console import Console
 
     console = Console(stderr=True)
     check_environment()
+    for name, value in (("--time", seconds), ("--timeout", timeout)):
+        if value is not None and not math.isfinite(value):
+            _fail(f"{name} {value} is not a finite number of seconds; give one such as {name} 600")
+    if jax_version and python:
+        _fail("give either --python or --jax-version, not both")
     if report_path:
         d = os.path.dirname(os.path.abspath(report_path))
-        if not os.path.isdir(d) or not os.access(d, os.W_OK):
-            _fail(f"cannot write the report to {report_path}: {d} is not a writable directory; choose another --report")
+        why = "no such directory" if not os.path.isdir(d) else _unwritable(d)
+        if why:
+            _fail(f"cannot write the report to {report_path}: {d} is not a writable directory ({why}); "
+                  f"choose another --report")
+    # the findings file (and a report that cannot go to --report) lives beside the database
+    state_dir = (os.path.dirname(os.path.normpath(database)) or ".") if database else ".shardfuzz"
+    findings_path = os.path.join(state_dir, "findings.jsonl")
+    try:
+        os.makedirs(state_dir, exist_ok=True)
+        with open(findings_path, "a"):
+            pass
+    except OSError as e:
+        _fail(f"cannot write the findings file {findings_path} ({e.strerror or e}); "
+              f"pass --database in a writable directory")
+    hook = None
+    if os.environ.get(FAULT_ENV):
+        from fuzz.faults import hook_from_spec
+
+        try:
+            hook = hook_from_spec(os.environ[FAULT_ENV])
+        except ValueError as e:
+            _fail(str(e))
     from fuzz.campaign import Campaign
     from fuzz.execute import WorkerError
 
-    if jax_version and python:
-        _fail("give either --python or --jax-version, not both")
     if jax_version:
         from fuzz.provision import ProvisionError, interpreter
 
@@ -65,10 +154,16 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
                 python = interpreter(jax_version, log=console.print)
         except ProvisionError as e:
             _fail(str(e))
+
+    def announce(c, rec) -> None:  # (after the finding is in the findings file)
+        console.print(f"finding {len(c.records)}: {rec.finding.signature[:150]}", markup=False, highlight=False,
+                      soft_wrap=True)
+
     with console.status("starting JAX workers…"):
         try:
             campaign = Campaign(seconds=seconds, max_examples=max_examples, seed=seed, python=python,
-                                database=database or None, timeout=timeout, determinism=determinism)
+                                database=database or None, timeout=timeout, determinism=determinism,
+                                source_hook=hook, findings_path=findings_path, on_finding=announce)
         except WorkerError as e:
             _fail(f"{e} Pass --python with an interpreter that has jax installed.")
     problem = unsupported(campaign.caps)
@@ -76,15 +171,50 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
         campaign.close()
         _fail(problem)
     console.print(f"shardfuzz: JAX {campaign.caps['jax_version']} (jaxlib {campaign.caps['jaxlib_version']}), "
-                  f"{campaign.caps['n_devices']} host CPU devices")
-    report = _run_with_progress(campaign, console, seconds, max_examples)
+                  f"{campaign.caps['n_devices']} host CPU devices; findings go to {findings_path} as found",
+                  markup=False, highlight=False, soft_wrap=True)
+    if seed is not None and database:
+        console.print(f"shardfuzz: --seed {seed}: examples are saved to {database} but not replayed, "
+                      f"so that the campaign repeats", markup=False, highlight=False, soft_wrap=True)
+    if hook is not None:
+        console.print(f"shardfuzz: {FAULT_ENV} is set: faults are injected (for tests only)", markup=False,
+                      soft_wrap=True)
+    report, error = _run_with_progress(campaign, console, seconds, max_examples, stop)
+    report["interrupted"] = stop.name
     if report_path:
-        atomic_write_text(report_path, json.dumps(report, indent=1, default=str))
+        _write_report(report, report_path, state_dir, console)
     _summary(report, console)
+    if error:
+        _fail(error)
     sys.exit(1 if report["findings"] else 0)
 
 
-def _run_with_progress(campaign, console, seconds, max_examples) -> dict:
+def _write_report(report: dict, report_path: str, state_dir: str, console) -> None:
+    """Write the report to ``report_path``; if that fails, beside the database, here, or in /tmp, and say where."""
+    text = json.dumps(report, indent=1, default=str)
+    try:
+        atomic_write_text(report_path, text)
+        return
+    except OSError as e:
+        first = e
+    name = f"report-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    for d in (state_dir, ".", tempfile.gettempdir()):
+        path = os.path.join(d, name)
+        try:
+            os.makedirs(d, exist_ok=True)
+            atomic_write_text(path, text)
+        except OSError:
+            continue
+        console.print(f"shardfuzz: cannot write the report to {report_path} ({first.strerror or first}); "
+                      f"wrote it to {path}", markup=False, highlight=False, soft_wrap=True)
+        return
+    console.print(f"shardfuzz: cannot write the report to {report_path} ({first.strerror or first}) nor to "
+                  f"{state_dir}, . or {tempfile.gettempdir()}; the findings are in {report['findings_file']}",
+                  markup=False, highlight=False, soft_wrap=True)
+
+
+def _run_with_progress(campaign, console, seconds, max_examples, stop) -> tuple:
+    """Run the campaign under a progress bar: (report, '' or the one-line internal error that ended it early)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     total = max_examples if max_examples else seconds
@@ -98,18 +228,30 @@ def _run_with_progress(campaign, console, seconds, max_examples) -> dict:
         progress.update(task, completed=done, programs=c.stats.programs, rate=c.stats.programs / max(elapsed, 1e-9),
                         findings=len(c.records))
 
+    error = ""
     with progress:
         task = progress.add_task("fuzz", total=total, programs=0, rate=0.0, findings=0)
         campaign.on_progress = update
         try:
             report = campaign.run()
         except KeyboardInterrupt:
-            console.print("interrupted: writing what was found so far")
+            stop.wrap_up()
+            console.print(f"interrupted ({stop.name or 'SIGINT'}): writing what was found so far")
+            report = campaign.report()
+        except Exception as e:  # a bug of ours: keep what was found, then exit 2
+            stop.wrap_up()
+            if os.environ.get(DEBUG_ENV) == "1":
+                import traceback
+
+                traceback.print_exc()
+            msg = " ".join(str(e).split())[:300]
+            error = f"internal error: {type(e).__name__}: {msg} (please report; {DEBUG_ENV}=1 shows the traceback)"
             report = campaign.report()
         finally:
+            stop.wrap_up()
             campaign.close()
         update(campaign)
-    return report
+    return report, error
 
 
 def _summary(report: dict, console) -> None:
@@ -119,6 +261,12 @@ def _summary(report: dict, console) -> None:
     console.print(f"{report['programs']} programs in {report['seconds']:.0f} s "
                   f"({report['programs_per_second']:.2f}/s), {report['rejected']} raised in JAX, "
                   f"{report['invalid']} invalid (generator bugs)")
+    if report.get("unconfirmed_crash_count"):
+        console.print(f"{report['unconfirmed_crash_count']} crash(es) or hang(s) did not happen again in a fresh "
+                      f"worker: not findings (see unconfirmed_crashes in the report)", soft_wrap=True)
+    if report.get("findings_file_error"):
+        console.print(f"shardfuzz: could not append to the findings file: {report['findings_file_error']}",
+                      markup=False, highlight=False, soft_wrap=True)
     if not report["findings"]:
         console.print("[green]no findings[/green]")
         return

@@ -34,6 +34,10 @@ def test_run_writes_a_report(tmp_path):
     (["run", "--time", "-3"], "Invalid value"),
     (["run", "--jax-version", "0.3.0"], "older than the oldest supported"),
     (["run", "--jax-version", "latest"], "not of the form X.Y.Z"),
+    (["run", "--time", "nan"], "--time nan is not a finite number of seconds"),
+    (["run", "--time", "inf"], "--time inf is not a finite number of seconds"),
+    (["run", "--timeout", "nan"], "--timeout nan is not a finite number of seconds"),
+    (["run", "--report", "/proc/version"], "/proc is not a writable directory"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
     r = shardfuzz(*args, cwd=tmp_path, timeout=300)
@@ -51,18 +55,94 @@ def test_ctrl_c_writes_the_report_and_leaves_no_worker(tmp_path):
 
     orphans_before = worker_processes(parent=1)
     report = tmp_path / "r.json"
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    p = subprocess.Popen([sys.executable, "-m", "fuzz", "run", "--time", "300", "--report", str(report),
-                          "--database", ""], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
-    time.sleep(20)  # workers started, programs running
+    p, lines = start_campaign(["--time", "300", "--report", str(report), "--database", ""], cwd=tmp_path)
+    time.sleep(3)  # programs running
     children = worker_processes(parent=p.pid)
     assert children, "the campaign should have started workers"
     p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=120)
+    err = finish(p, lines)
     assert p.returncode in (0, 1), err
     assert "interrupted" in err
-    assert json.loads(report.read_text())["programs"] >= 1
+    assert json.loads(report.read_text())["interrupted"] == "SIGINT"
     time.sleep(1)
     assert children & worker_processes() == set()
     assert worker_processes(parent=1) - orphans_before == set()
+
+
+def start_campaign(args, cwd, env=None, seconds=180):
+    """Start ``shardfuzz run ARGS`` and return (process, stderr lines so far: a list that keeps filling)
+    once the campaign has started (its "host CPU devices" line), so that a signal reaches the campaign itself.
+    """
+    import threading
+    import time
+
+    env = env or {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    p = subprocess.Popen([sys.executable, "-m", "fuzz", "run", *args], cwd=cwd, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines = []
+    threading.Thread(target=lambda: lines.extend(p.stderr), daemon=True).start()
+    deadline = time.monotonic() + seconds
+    while not any("host CPU devices" in ln for ln in lines):
+        if p.poll() is not None or time.monotonic() > deadline:
+            p.kill()
+            raise AssertionError("the campaign did not start:\n" + "".join(lines))
+        time.sleep(0.1)
+    return p, lines
+
+
+def finish(p, lines, timeout=120) -> str:
+    """Wait for a process from :func:`start_campaign`; its whole stderr."""
+    import time
+
+    try:
+        p.wait(timeout=timeout)
+    finally:
+        p.kill()
+    time.sleep(0.2)  # (the reader thread drains the pipe)
+    return "".join(lines)
+
+
+def test_a_report_that_cannot_be_written_at_the_end_goes_beside_the_database(tmp_path):
+    """The --report directory vanishes during the campaign: the report goes to .shardfuzz/, one line says so."""
+    import shutil
+    import signal
+
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    p, lines = start_campaign(["--time", "300", "--no-determinism", "--report", str(sub / "r.json"),
+                               "--database", str(tmp_path / "db" / "examples")], cwd=tmp_path)
+    shutil.rmtree(sub)  # (after the up-front check)
+    p.send_signal(signal.SIGTERM)
+    err = finish(p, lines)
+    assert p.returncode in (0, 1), err
+    assert "Traceback" not in err
+    written = list((tmp_path / "db").glob("report-*.json"))
+    assert len(written) == 1, err
+    assert json.loads(written[0].read_text())["interrupted"] == "SIGTERM"
+    says = [ln for ln in err.splitlines() if "cannot write the report" in ln]
+    assert len(says) == 1 and str(written[0].name) in says[0], err
+    assert "programs in" in err  # the summary still printed
+
+
+def test_an_internal_error_is_one_line_and_exit_2_and_keeps_the_report(tmp_path):
+    """A bug of ours during the campaign: exit 2 (never 1), one line, the report still written."""
+    script = ("import sys, fuzz.campaign, fuzz.cli\n"
+              "class Broken(fuzz.campaign.Campaign):\n"
+              "    def run(self):\n"
+              "        import time; self.start = time.monotonic()\n"
+              "        raise RuntimeError('boom\\nsecond line')\n"
+              "fuzz.campaign.Campaign = Broken\n"
+              "fuzz.cli.main(sys.argv[1:], prog_name='shardfuzz')\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "SHARDFUZZ_DEBUG")}
+    env["PYTHONPATH"] = root
+    args = [sys.executable, "-c", script, "run", "--no-determinism", "--database", "", "--report", "r.json"]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == ("shardfuzz: internal error: RuntimeError: boom second line "
+                                                 "(please report; SHARDFUZZ_DEBUG=1 shows the traceback)")
+    assert "Traceback" not in r.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["programs"] == 0
+    debug = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                           env={**env, "SHARDFUZZ_DEBUG": "1"})
+    assert debug.returncode == 2 and "Traceback" in debug.stderr and "RuntimeError: boom" in debug.stderr
