@@ -17,7 +17,7 @@ def _walk_function(fn: dict, outer: set, out: set, depth: int) -> int:
         elif op == "call":
             deepest = max(deepest, _walk_chain(e["transforms"], e["fn"], outer | defined, out, depth))
         elif op in ("psum", "pmax", "pmin", "pmean", "all_gather", "psum_scatter", "ppermute", "all_to_all",
-                    "axis_index"):
+                    "axis_index", "wsum"):
             out.add(op)
         defined.update(e["outs"])
     if any(r not in defined for r in fn["results"]):
@@ -44,10 +44,11 @@ def _walk_chain(transforms: list, fn: dict, outer: set, out: set, depth: int) ->
 def features(program: dict) -> tuple:
     """(set of feature names, nesting depth) of a program.
 
-    Names: transform kinds (jit, shard_map, vmap, grad, value_and_grad), spmd_axis_name,
-    vmap_axis_name, check_vma_off, partial_manual, each collective, io_callback_ordered,
-    io_callback_unordered, io_callback_result, capture (a function reads a variable of an
-    enclosing scope), multi_call, explicit_mesh. Depth: the most transforms on one path
+    Names: transform kinds (jit, shard_map, vmap, grad, value_and_grad, vjp, jvp),
+    spmd_axis_name, vmap_axis_name, check_vma_off, partial_manual, each collective, wsum
+    (a seeded weighted sum), io_callback_ordered, io_callback_unordered,
+    io_callback_result, capture (a function reads a variable of an enclosing scope),
+    multi_call, explicit_mesh. Depth: the most transforms on one path
     from a call to a function body.
     """
     out: set = set()

@@ -18,6 +18,10 @@ enclosing vmap axes) is one array of shape ``(size_1, ..., size_k) + shape``.
   ("Efficient transposition of replication-inducing collectives") and the shard_map
   tutorial's autodiff section; measured on jax 0.10.2 (see ``../shared/design.md``).
   Along vmap axes and ``check_vma=False`` manual axes every index is independent.
+- vjp / jvp: ``jax.vjp`` / ``jax.jvp`` of the reference with the seeded cotangents /
+  tangents of :func:`weights` (per-value shapes, the same at every index of the named
+  axes); every index is independent (no manual axis is in scope: fuzz.typecheck.enter).
+- wsum: ``sum(x * weights(seed, shape))`` over a value's own dims.
 - io_callback: the values the host function would receive are recorded per tag.
 """
 from __future__ import annotations
@@ -46,6 +50,21 @@ def make_input(seed: int, shape, values: str = "seeded") -> np.ndarray:
     if values != "seeded":
         raise T.ProgramError(f"input values {str(values)[:40]!r} is not seeded, arange or ones")
     return (np.random.default_rng(seed).integers(-8, 9, size=shape).astype(np.float32) / 8)
+
+
+def weights(seed: int, shape) -> np.ndarray:
+    """Seeded weights of a ``wsum`` and cotangents / tangents of ``vjp`` / ``jvp`` (float32, ``shape``).
+
+    Multiples of 1/8 in [-1, 1] without 0 (so every element counts), drawn from ``seed``
+    as inputs are (:func:`make_input`); never all equal when there are two or more
+    elements (the first is negated), so that a permuted cotangent differs. The rendered
+    source's ``weights`` helper (fuzz/render.py) is the same code.
+    """
+    w = np.random.default_rng(seed).integers(-8, 8, size=tuple(shape))
+    w = (w + (w >= 0)).astype(np.float32) / 8
+    if w.size > 1 and (w == w.flat[0]).all():
+        w.flat[0] = -w.flat[0]
+    return w
 
 
 class Reference:
@@ -112,6 +131,8 @@ class Reference:
             outs, out_ts = self.shard_map(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
         elif kind == "vmap":
             outs, out_ts = self.vmap(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
+        elif kind in ("vjp", "jvp"):
+            outs, out_ts = self.linearized(t, rest, fn, inner_ctx, xs, inner_ts, env)
         else:
             outs, out_ts = self.grad(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
         return outs, T.exit_(t, ctx, inner_ctx, ts, out_ts)
@@ -211,6 +232,41 @@ class Reference:
         value = [loss] if t["kind"] == "value_and_grad" else []
         return value + grads, [loss_info["type"]]
 
+    def linearized(self, t, rest, fn, inner_ctx, xs, inner_ts, env):
+        """vjp: outputs then the pullback of seeded cotangents (seed + k for output k) to every
+        argument; jvp: outputs then their tangents for seeded tangents (seed + k for argument k).
+
+        No manual axis is in scope (fuzz.typecheck.enter), so every index of the named axes
+        is independent: the (co)tangents are the per-value weights broadcast over them.
+        """
+        jax, jnp = self.jax, self.jnp
+        types = {}
+
+        def F(*args):
+            outs, out_ts = self.call(rest, fn, inner_ctx, list(args), inner_ts, env)
+            types["outs"] = out_ts
+            return tuple(outs)
+
+        def seeded(k, ty, like):
+            return jnp.broadcast_to(jnp.asarray(weights(t["seed"] + k, ty.shape)), like.shape)
+
+        xs = [jnp.asarray(x) for x in xs]
+        outer_xp, self.xp = self.xp, jnp
+        try:
+            if t["kind"] == "vjp":
+                outs, pullback = jax.vjp(F, *xs)
+                cts = tuple(seeded(k, ty, o) for k, (ty, o) in enumerate(zip(types["outs"], outs)))
+                extra = pullback(cts)
+            else:
+                tangents = tuple(seeded(k, ty, x) for k, (ty, x) in enumerate(zip(inner_ts, xs)))
+                outs, extra = jax.jvp(F, tuple(xs), tangents)
+        finally:
+            self.xp = outer_xp
+        values = list(outs) + list(extra)
+        if outer_xp is np:
+            values = [np.asarray(v) for v in values]
+        return values, types["outs"]
+
     # ------------------------------------------------------------------ primitives
     def primitive(self, e: dict, xs: list, ts: list, ctx: T.Ctx) -> list:
         jnp = self.xp
@@ -236,6 +292,9 @@ class Reference:
         if op in T.REDUCE:
             axis = tuple(range(K, x.ndim)) if e.get("axis") is None else K + e["axis"]
             return [{"sum": jnp.sum, "mean": jnp.mean, "max": jnp.max}[op](x, axis=axis)]
+        if op in T.WEIGHTED:
+            w = weights(e["seed"], ts[0].shape)
+            return [jnp.sum(x * w, axis=tuple(range(K, x.ndim)))]
         if op == "matmul":
             a, b = xs
             if ts[0].rank == 1:

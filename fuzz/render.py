@@ -32,6 +32,42 @@ NEWEST_CAPS = {"shard_map": "jax", "check_kw": "check_vma", "partial_manual": "a
 _UNARY = {"sin": "jnp.sin({})", "cos": "jnp.cos({})", "tanh": "jnp.tanh({})", "neg": "-{}"}
 _BINARY = {"add": "{} + {}", "sub": "{} - {}", "mul": "{} * {}", "maximum": "jnp.maximum({}, {})"}
 
+# Helpers of the seeded linear functionals (wsum, vjp, jvp), emitted only when used; the
+# same lines in render() and render_repro(). ``weights`` is fuzz.reference.weights.
+_WEIGHTS_SRC = [
+    "def weights(seed, shape):  # multiples of 1/8 in [-1, 1] without 0, never all equal, drawn from seed",
+    "    w = np.random.default_rng(seed).integers(-8, 8, size=tuple(shape))",
+    "    w = (w + (w >= 0)).astype(np.float32) / 8",
+    "    if w.size > 1 and (w == w.flat[0]).all():",
+    "        w.flat[0] = -w.flat[0]",
+    "    return w"]
+_VJP_SRC = [
+    "def tuple_vjp(f, seed):  # outputs, then the pullback to every argument of cotangents weights(seed + k)",
+    "    def g(*a):",
+    "        outs, pullback = jax.vjp(f, *a)",
+    "        cts = tuple(jnp.asarray(weights(seed + k, jnp.shape(o))) for k, o in enumerate(outs))",
+    "        return (*outs, *pullback(cts))",
+    "    return g"]
+_JVP_SRC = [
+    "def tuple_jvp(f, seed):  # outputs, then their tangents for the tangents weights(seed + k) of the arguments",
+    "    def g(*a):",
+    "        tangents = tuple(jnp.asarray(weights(seed + k, jnp.shape(x))) for k, x in enumerate(a))",
+    "        outs, out_tangents = jax.jvp(f, a, tangents)",
+    "        return (*outs, *out_tangents)",
+    "    return g"]
+
+
+def _linear_helpers(helpers: set) -> list:
+    """Source lines (each definition preceded by two blank lines) of the wsum / vjp / jvp helpers used."""
+    out = []
+    if helpers & {"weights", "vjp", "jvp"}:
+        out += ["", ""] + _WEIGHTS_SRC
+    if "vjp" in helpers:
+        out += ["", ""] + _VJP_SRC
+    if "jvp" in helpers:
+        out += ["", ""] + _JVP_SRC
+    return out
+
 
 def spec_source(spec) -> str:
     """``P(...)`` source for a spec list (None or list of axis names per dim); trailing Nones dropped."""
@@ -109,6 +145,9 @@ class _Renderer:
         if k == "value_and_grad":
             self.helpers.add("value_and_grad")
             return f"tuple_value_and_grad({f}, argnums={_tuple_source(map(_int, t['argnums']))})"
+        if k in ("vjp", "jvp"):
+            self.helpers.add(k)
+            return f"tuple_{k}({f}, {_int(t['seed'])})"
         if k == "vmap":
             axes = lambda xs: _tuple_source("None" if a is None else _int(a) for a in xs)  # noqa: E731
             kw = [f"in_axes={axes(t['in_axes'])}", f"out_axes={axes(t['out_axes'])}"]
@@ -162,6 +201,9 @@ class _Renderer:
         if op in ("sum", "mean", "max"):
             axis = "" if e.get("axis") is None else f", axis={_int(e['axis'])}"
             return [f"{ind}{lhs} = jnp.{op}({a[0]}{axis})"]
+        if op == "wsum":
+            self.helpers.add("weights")
+            return [f"{ind}{lhs} = jnp.sum({a[0]} * weights({_int(e['seed'])}, jnp.shape({a[0]})))"]
         if op == "matmul":
             return [f"{ind}{lhs} = {a[0]} @ {a[1]}"]
         if op == "transpose":
@@ -294,6 +336,7 @@ class _Renderer:
                      "        a = [jax.sharding.reshard(x, s) for x, s in zip(a, in_specs)]",
                      "        return tuple(jax.sharding.reshard(y, P()) for y in f(*a))",
                      "    return g", ""]
+        head += _linear_helpers(self.helpers)[1:] + ([""] if self.helpers & {"weights", "vjp", "jvp"} else [])
         head.append("")
         for i in self.p["inputs"]:
             spec = "None" if i["spec"] is None else spec_source(i["spec"])
@@ -771,6 +814,7 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
                        "        a = [jax.sharding.reshard(x, s) for x, s in zip(a, in_specs)]",
                        "        return tuple(jax.sharding.reshard(y, P()) for y in f(*a))",
                        "    return g"]
+    helper_src += _linear_helpers(every)
     text = "\n".join(body + earlier_lines + first_lines + tail)
     if re.search(r"\bseeded\(", text):
         helper_src += ["", "", "def seeded(seed, shape):  # multiples of 1/8 in [-1, 1], as the fuzzer drew them",

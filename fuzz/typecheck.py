@@ -20,6 +20,10 @@ Semantics follow JAX's documentation:
 - grad (``jax.grad``): a scalar-valued function; io_callback has no JVP
   ("IO callbacks do not support JVP"), so callback arguments under grad are wrapped
   in ``stop_gradient``.
+- vjp / jvp (``jax.vjp``, ``jax.jvp``) with seeded cotangents / tangents: typed as grad
+  underneath, any number of outputs; not inside a shard_map body (measured on jax 0.10.2:
+  a constant cotangent of a varying output is refused, "unexpected JAX type ... expected
+  float32[2]{V:x}").
 """
 from __future__ import annotations
 
@@ -32,11 +36,12 @@ from dataclasses import dataclass, replace
 UNARY = ("sin", "cos", "tanh", "neg")
 BINARY = ("add", "sub", "mul", "maximum")
 REDUCE = ("sum", "mean", "max")
+WEIGHTED = ("wsum",)  # sum(x * W), W seeded like inputs (fuzz.reference.weights): a random linear functional
 REDUCING_COLLECTIVES = ("psum", "pmax", "pmin", "pmean")
 COLLECTIVES = REDUCING_COLLECTIVES + ("all_gather", "psum_scatter", "ppermute", "all_to_all", "axis_index")
 # Ops whose derivative is ambiguous at ties (equal inputs): never under grad.
 TIE_OPS = ("maximum", "max", "pmax", "pmin")
-TRANSFORMS = ("jit", "shard_map", "vmap", "grad", "value_and_grad")
+TRANSFORMS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp")
 
 # Identifiers of a program (function, parameter, variable, input and mesh/vmap axis
 # names, callback tags) reach the rendered Python source: they must match this pattern
@@ -46,7 +51,7 @@ IDENTIFIER = re.compile(r"[a-z][a-z0-9_]{0,15}")
 RENDER_NAMES = frozenset({
     "jax", "jnp", "np", "os", "contextlib", "io_callback", "shard_map", "mesh", "mesh_context", "Mesh",
     "NamedSharding", "P", "CALLS", "CALLBACK_LOG", "make_input", "log_callback", "tuple_grad",
-    "tuple_value_and_grad", "resharded", "expected", "check", "main",
+    "tuple_value_and_grad", "resharded", "weights", "tuple_vjp", "tuple_jvp", "expected", "check", "main",
     # names of the repro scripts (fuzz.render.REPRO_NAMES; a test keeps the two in step)
     "sys", "subprocess", "difflib", "re", "tempfile", "faulthandler", "base64", "seeded", "run_earlier", "record",
     "received", "check_outputs", "check_callbacks", "canonical", "lowering", "lowering_in", "out", "first",
@@ -64,10 +69,12 @@ _ONE_AXIS = {**_AXES, "maxItems": 1}
 _DIM = {"type": "integer", "minimum": 0, "maximum": 8}
 _OPTIONAL_DIM = {"oneOf": [{"type": "null"}, _DIM]}
 _BOOL = {"type": "boolean"}
+_SEED = {"type": "integer", "minimum": 0, "maximum": 255}
 EQN_SIGNATURES = {
     **{op: (1, {1}, {}) for op in UNARY},
     **{op: (2, {1}, {}) for op in BINARY},
     **{op: (1, {1}, {"axis": _OPTIONAL_DIM}) for op in REDUCE},
+    **{op: (1, {1}, {"seed": _SEED}) for op in WEIGHTED},
     "matmul": (2, {1}, {}),
     "transpose": (1, {1}, {}),
     "broadcast": (1, {1}, {"size": {"type": "integer", "minimum": 1, "maximum": 64}}),
@@ -199,6 +206,8 @@ def eqn_types(eqn: dict, args: list, ctx: Ctx) -> list:
             return [Ty((), a.vma)]
         _require(0 <= ax < a.rank, f"{op} axis {ax} out of range for rank {a.rank}")
         return [Ty(a.shape[:ax] + a.shape[ax + 1:], a.vma)]
+    if op in WEIGHTED:
+        return [Ty((), args[0].vma)]
     if op == "matmul":
         a, b = args
         _require(a.rank >= 1 and b.rank == 2 and a.shape[-1] == b.shape[0], f"matmul of {a.shape} and {b.shape}")
@@ -279,6 +288,14 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         _require(len(t["argnums"]) == len(set(t["argnums"])), "argnums repeat")
         _require(all(0 <= i < len(args) for i in t["argnums"]), "argnums out of range")
         return replace(ctx, grad_at=len(ctx.axes)), list(args)
+    if kind in ("vjp", "jvp"):
+        # Inside a shard_map body (check_vma on) jax.vjp refuses a constant cotangent for a
+        # varying output ("unexpected JAX type ... expected float32[2]{V:x}", jax 0.10.2), and
+        # the semantics of seeded (co)tangents of unvarying arguments there are not pinned
+        # down: refused rather than guessed. Anywhere else they are typed like grad.
+        _require(not ctx.manual, f"{kind} inside a shard_map body is not generated")
+        _require(len(args) >= 1, f"{kind} of a function without arguments")
+        return replace(ctx, grad_at=len(ctx.axes)), list(args)
     if kind == "shard_map":
         mesh = ctx.mesh
         names = t["axis_names"] if t["axis_names"] is not None else [a for a in mesh if a not in ctx.manual]
@@ -357,6 +374,19 @@ def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
         independent = frozenset(a.name for a in outer.axes if a.kind == "vmap" or not a.check_vma)
         grads = [Ty(args[i].shape, args[i].vma | (loss.vma & independent)) for i in t["argnums"]]
         return ([loss] if kind == "value_and_grad" else []) + grads
+    if kind == "vjp":
+        # outputs, then one cotangent per argument. A cotangent varies where its argument
+        # does and, along vmap axes (the only independent axes here: no manual axis is in
+        # scope, see enter), wherever an output does: no collective inside may reduce over
+        # an axis bound outside (Ctx.collective_axes), so anything varying that feeds the
+        # pullback feeds an output too.
+        independent = frozenset(a.name for a in outer.axes if a.kind == "vmap" or not a.check_vma)
+        varying = frozenset().union(*(r.vma for r in results)) & independent
+        return list(results) + [Ty(a.shape, a.vma | varying) for a in args]
+    if kind == "jvp":
+        # outputs, then their tangents: a tangent has its output's type (the seeded input
+        # tangents are unvarying, and the linearized ops follow the same vma rules)
+        return list(results) + list(results)
     if kind == "shard_map":
         mine = inner.manual - outer.manual
         _require(len(t["out_specs"]) == len(results), "out_specs and results differ in length")

@@ -8,8 +8,9 @@ away. Structure is drawn first (mesh, inputs, transform chain), leaves last, and
 programs: fewer axes, size-1 dims, no transforms, ``jit`` before the others.
 
 The grammar (see ``docs/program.md``): a call applies a chain of transforms (jit,
-shard_map, vmap, grad, value_and_grad) to a function; a function body is a list of
-equations: elementwise, broadcasting, reductions, matmul, transpose, collectives over
+shard_map, vmap, grad, value_and_grad, vjp, jvp) to a function; a function body is a list
+of equations: elementwise, broadcasting, reductions (a seeded weighted sum ``wsum``
+among them, also as the loss of a grad), matmul, transpose, collectives over
 any axis name in scope, io_callback (ordered or not), and nested calls whose bodies
 may capture any variable of the enclosing scopes.
 """
@@ -106,6 +107,8 @@ class _Gen:
                 kinds.append("grad")
             if args and scalar_ok:
                 kinds.append("value_and_grad")
+            if args and not ctx.manual:  # seeded (co)tangents: not inside a shard_map body (fuzz.typecheck.enter)
+                kinds += ["vjp", "jvp"]
         kind = draw(st.sampled_from(kinds))
         if kind == "jit":
             return {"kind": "jit"}
@@ -113,6 +116,8 @@ class _Gen:
             pool = grad_args if kind == "grad" else list(range(len(args)))
             argnums = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=len(pool), unique=True))
             return {"kind": kind, "argnums": sorted(argnums)}
+        if kind in ("vjp", "jvp"):
+            return {"kind": kind, "seed": draw(st.integers(0, 255))}
         if kind == "vmap":
             cands = [(i, d) for i, a in enumerate(args) for d in range(a.rank)]
             i0, d0 = draw(st.sampled_from(cands))
@@ -216,8 +221,12 @@ class _Gen:
         if want_scalar:
             r = draw(st.sampled_from(pool))
             if local[r].rank:
+                # a plain sum (all-ones cotangent) or a seeded weighted sum (a random one)
                 s = self.var()
-                eqns.append({"op": "sum", "args": [r], "outs": [s], "axis": None})
+                if draw(st.sampled_from(["sum", "wsum"])) == "sum":
+                    eqns.append({"op": "sum", "args": [r], "outs": [s], "axis": None})
+                else:
+                    eqns.append({"op": "wsum", "args": [r], "outs": [s], "seed": draw(st.integers(0, 255))})
                 local[s] = T.Ty((), local[r].vma)
                 r = s
             results = [r]
@@ -267,9 +276,13 @@ class _Gen:
             return e, [(out, T.eqn_types(e, [visible[a], visible[b]], ctx)[0])]
         if kind == "reduce":
             a = draw(st.sampled_from(order))
-            axis = draw(st.sampled_from([None] + list(range(visible[a].rank))))
-            ops = [o for o in T.REDUCE if not (ctx.in_grad and o in T.TIE_OPS)]
-            e = {"op": draw(st.sampled_from(ops)), "args": [a], "outs": [out], "axis": axis}
+            ops = [o for o in T.REDUCE if not (ctx.in_grad and o in T.TIE_OPS)] + list(T.WEIGHTED)
+            op = draw(st.sampled_from(ops))
+            if op in T.WEIGHTED:
+                e = {"op": op, "args": [a], "outs": [out], "seed": draw(st.integers(0, 255))}
+            else:
+                e = {"op": op, "args": [a], "outs": [out],
+                     "axis": draw(st.sampled_from([None] + list(range(visible[a].rank))))}
             return e, [(out, T.eqn_types(e, [visible[a]], ctx)[0])]
         if kind == "transpose":
             a = draw(st.sampled_from([v for v in order if visible[v].rank >= 2]))

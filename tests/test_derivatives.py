@@ -1,0 +1,241 @@
+"""Non-uniform derivatives: the seeded weighted sum ``wsum`` and the ``vjp`` / ``jvp`` transforms.
+
+The reference is checked against NumPy by hand; then, through the real JAX worker, a
+wrong transpose rule of ppermute (planted in the reference) is caught with a seeded
+cotangent and missed with the all-ones cotangent of a plain ``sum``: that is why the
+loss of a grad is drawn between the two.
+"""
+import numpy as np
+import pytest
+
+import oracles
+from fuzz.reference import Reference, evaluate, make_input, weights
+from fuzz.render import _JVP_SRC, _VJP_SRC, _WEIGHTS_SRC, render, render_repro
+from fuzz.typecheck import ProgramError, check_program
+from helpers import JIT, call, eqn, fn, program, shard_map, vmap
+
+
+def run1(p):
+    return evaluate(p)["results"][0]
+
+
+def grad(*argnums):
+    return {"kind": "grad", "argnums": list(argnums)}
+
+
+def vjp(seed):
+    return {"kind": "vjp", "seed": seed}
+
+
+def jvp(seed):
+    return {"kind": "jvp", "seed": seed}
+
+
+# ------------------------------------------------------------------ weights
+def test_weights_are_nonzero_eighths_never_all_equal():
+    for seed in range(256):
+        for shape in [(2,), (3, 2), (8,)]:
+            w = weights(seed, shape)
+            assert w.shape == shape and w.dtype == np.float32
+            assert np.all(w != 0) and np.all(np.abs(w) <= 1) and np.all(w * 8 == np.round(w * 8))
+            assert not np.all(w == w.flat[0]), (seed, shape)
+    assert weights(0, ()).shape == () and weights(3, ()) != 0
+    assert not np.array_equal(weights(1, (4,)), weights(2, (4,)))  # the seed matters
+
+
+def test_rendered_helpers_compute_the_reference_weights():
+    import jax
+    import jax.numpy as jnp
+
+    scope = {"np": np, "jnp": jnp, "jax": jax}
+    exec("\n".join(_WEIGHTS_SRC + _VJP_SRC + _JVP_SRC), scope)
+    for seed, shape in [(0, ()), (5, (2,)), (255, (3, 4)), (17, (1, 1, 2))]:
+        np.testing.assert_array_equal(scope["weights"](seed, shape), weights(seed, shape))
+
+
+# ------------------------------------------------------------------ wsum
+def test_wsum_weights_each_element():
+    body = fn(["a"], [eqn("wsum", ["a"], ["v"], seed=7)], ["v"])
+    p = program(inputs=[("x0", (3, 4), 1)], functions={"f0": body}, calls=[call("f0", [JIT], ["x0"])])
+    x = make_input(1, (3, 4))
+    np.testing.assert_allclose(run1(p)[0], np.sum(x * weights(7, (3, 4))), rtol=1e-6)
+
+
+def test_wsum_inside_shard_map_and_vmap_weights_the_block_and_the_example():
+    # the weights have the per-block / per-example shape and are the same on every device / example
+    sm = fn(["a"], [eqn("wsum", ["a"], ["v"], seed=3), eqn("broadcast", ["v"], ["w"], size=1)], ["w"])
+    vm = fn(["a"], [eqn("wsum", ["a"], ["v"], seed=4)], ["v"])
+    p = program(inputs=[("x0", (8, 3), 2)], functions={"f0": sm, "f1": vm},
+                calls=[call("f0", [shard_map([[["x"], None]], [[["x"]]])], ["x0"]),
+                       call("f1", [vmap([0], [0])], ["x0"])])
+    x = make_input(2, (8, 3))
+    got = evaluate(p)["results"]
+    np.testing.assert_allclose(got[0][0], (x.reshape(4, 2, 3) * weights(3, (2, 3))).sum((1, 2)), rtol=1e-6)
+    np.testing.assert_allclose(got[1][0], (x * weights(4, (3,))).sum(1), rtol=1e-6)
+
+
+def test_grad_of_wsum_is_the_weights_times_the_derivative():
+    body = fn(["a"], [eqn("sin", ["a"], ["s"]), eqn("wsum", ["s"], ["l"], seed=9)], ["l"])
+    p = program(inputs=[("x0", (4, 2), 3)], functions={"f0": body}, calls=[call("f0", [grad(0)], ["x0"])])
+    x = make_input(3, (4, 2))
+    np.testing.assert_allclose(run1(p)[0], np.cos(x) * weights(9, (4, 2)), rtol=1e-6)
+
+
+# ------------------------------------------------------------------ vjp and jvp
+def test_vjp_of_sin_is_cos_times_the_cotangent():
+    body = fn(["a"], [eqn("sin", ["a"], ["s"])], ["s"])
+    p = program(inputs=[("x0", (6,), 4)], functions={"f0": body}, calls=[call("f0", [JIT, vjp(11)], ["x0"])])
+    x = make_input(4, (6,))
+    out, ct = run1(p)
+    np.testing.assert_allclose(out, np.sin(x), rtol=1e-6)
+    np.testing.assert_allclose(ct, np.cos(x) * weights(11, (6,)), rtol=1e-6)
+
+
+def test_jvp_of_sin_is_cos_times_the_tangent():
+    body = fn(["a"], [eqn("sin", ["a"], ["s"])], ["s"])
+    p = program(inputs=[("x0", (6,), 4)], functions={"f0": body}, calls=[call("f0", [jvp(12)], ["x0"])])
+    x = make_input(4, (6,))
+    out, tangent = run1(p)
+    np.testing.assert_allclose(out, np.sin(x), rtol=1e-6)
+    np.testing.assert_allclose(tangent, np.cos(x) * weights(12, (6,)), rtol=1e-6)
+
+
+def test_vjp_and_jvp_of_two_outputs_and_two_arguments():
+    # f(a, b) = (a * b, sin(a)): cotangent k has seed + k, tangent of argument k has seed + k
+    body = fn(["a", "b"], [eqn("mul", ["a", "b"], ["m"]), eqn("sin", ["a"], ["s"])], ["m", "s"])
+    p = program(inputs=[("x0", (4,), 5), ("x1", (4,), 6)], functions={"f0": body},
+                calls=[call("f0", [vjp(20)], ["x0", "x1"]), call("f0", [jvp(30)], ["x0", "x1"])])
+    a, b = make_input(5, (4,)), make_input(6, (4,))
+    (m, s, ca, cb), (m2, s2, tm, ts) = evaluate(p)["results"]
+    c0, c1 = weights(20, (4,)), weights(21, (4,))
+    np.testing.assert_allclose(ca, c0 * b + c1 * np.cos(a), rtol=1e-6)
+    np.testing.assert_allclose(cb, c0 * a, rtol=1e-6)
+    ta, tb = weights(30, (4,)), weights(31, (4,))
+    np.testing.assert_allclose(tm, ta * b + a * tb, rtol=1e-6)
+    np.testing.assert_allclose(ts, np.cos(a) * ta, rtol=1e-6)
+    np.testing.assert_allclose(m, m2)
+    np.testing.assert_allclose(s, s2)
+
+
+def ppermute_body(shift=1):
+    return fn(["b"], [eqn("ppermute", ["b"], ["p"], axes=["x"], shift=shift)], ["p"])
+
+
+def test_vjp_of_ppermute_is_the_inverse_permutation_of_the_cotangent():
+    # 4 devices, blocks of 2: the forward moves block i to device i + 1 (a roll by 2 elements)
+    p = program(inputs=[("x0", (8,), 7)], functions={"f0": ppermute_body()},
+                calls=[call("f0", [vjp(40), shard_map([[["x"]]], [[["x"]]])], ["x0"]),
+                       call("f0", [jvp(41), shard_map([[["x"]]], [[["x"]]])], ["x0"])])
+    x = make_input(7, (8,))
+    (out, ct), (out2, tangent) = evaluate(p)["results"]
+    np.testing.assert_array_equal(out, np.roll(x, 2))
+    np.testing.assert_array_equal(ct, np.roll(weights(40, (8,)), -2))  # the inverse permutation
+    assert not np.array_equal(ct, np.roll(weights(40, (8,)), 2))  # which the forward one is not
+    np.testing.assert_array_equal(tangent, np.roll(weights(41, (8,)), 2))
+
+
+def test_vjp_under_vmap_gives_each_example_its_own_cotangent():
+    # an unbatched argument's cotangent varies over the batch: out_axes=None is refused
+    body = fn(["a", "b"], [eqn("mul", ["a", "b"], ["m"])], ["m"])
+    p = program(inputs=[("x0", (3, 2), 8), ("x1", (2,), 9)], functions={"f0": body},
+                calls=[call("f0", [vmap([0, None], [0, 0, 0]), vjp(50)], ["x0", "x1"])])
+    a, b = make_input(8, (3, 2)), make_input(9, (2,))
+    m, ca, cb = run1(p)
+    w = weights(50, (2,))  # the per-example shape, the same cotangent for every example
+    np.testing.assert_allclose(ca, np.broadcast_to(w * b, (3, 2)), rtol=1e-6)
+    np.testing.assert_allclose(cb, w * a, rtol=1e-6)  # row i: example i's own cotangent
+    p["calls"][0]["transforms"][0]["out_axes"] = [0, 0, None]
+    with pytest.raises(ProgramError, match="out_axes None"):
+        check_program(p)
+
+
+def test_vjp_and_jvp_are_refused_inside_a_shard_map_body():
+    # jax 0.10.2 refuses a constant cotangent of a varying output there ("expected float32[2]{V:x}")
+    for t in (vjp(1), jvp(1)):
+        inner = fn(["c"], [eqn("sin", ["c"], ["s"])], ["s"])
+        body = fn(["b"], [eqn("call", ["b"], ["s", "g"], transforms=[t], fn=inner)], ["s", "g"])
+        p = program(inputs=[("x0", (8,), 1)], functions={"f0": body},
+                    calls=[call("f0", [shard_map([[["x"]]], [[["x"]], [["x"]]])], ["x0"])])
+        with pytest.raises(ProgramError, match="inside a shard_map body"):
+            check_program(p)
+
+
+def test_rendered_source_defines_the_helpers_it_uses():
+    body = fn(["a"], [eqn("wsum", ["a"], ["v"], seed=3), eqn("broadcast", ["v"], ["w"], size=1)], ["w"])
+    plain = program(inputs=[("x0", (4,), 1)], functions={"f0": body}, calls=[call("f0", [], ["x0"])])
+    src = render(plain)
+    assert "def weights(" in src and "def tuple_vjp(" not in src
+    p = program(inputs=[("x0", (4,), 1)], functions={"f0": fn(["a"], [eqn("sin", ["a"], ["s"])], ["s"])},
+                calls=[call("f0", [vjp(3)], ["x0"]), call("f0", [jvp(4)], ["x0"])])
+    src = render(p)
+    assert "tuple_vjp(f0, 3)" in src and "tuple_jvp(f0, 4)" in src and "def weights(" in src
+    repro = render_repro(p, None, {"oracle": "differential", "kind": "wrong-value", "message": "m", "call": 0})
+    assert "def tuple_vjp(" in repro and "def weights(" in repro and "def tuple_jvp(" not in repro
+    compile(repro, "<repro>", "exec")
+
+
+# ------------------------------------------------------------------ real JAX: a wrong transpose is caught
+class WrongPpermuteTranspose(Reference):
+    """The reference with a planted bug: ppermute transposed with the forward permutation."""
+
+    def collective(self, e, x, ctx):
+        if e["op"] != "ppermute" or self.xp is np:
+            return super().collective(e, x, ctx)
+        jax, jnp = self.jax, self.jnp
+        j = next(k for k, a in enumerate(ctx.axes) if a.name == e["axes"][0])
+        shift = e["shift"]
+
+        @jax.custom_vjp
+        def permute(y):
+            return jnp.roll(y, shift, axis=j)
+
+        permute.defvjp(lambda y: (permute(y), None),
+                       lambda _, ct: (jnp.roll(ct, shift, axis=j),))  # right: jnp.roll(ct, -shift, axis=j)
+        return permute(x)
+
+
+def grad_of_ppermute(loss: dict) -> dict:
+    """grad(f0) where f0 = loss(shard_map(ppermute by one device)) on 4 devices."""
+    body = fn(["a"], [eqn("call", ["a"], ["v"], transforms=[shard_map([[["x"]]], [[["x"]]])], fn=ppermute_body()),
+                      eqn(loss.pop("op"), ["v"], ["l"], **loss)], ["l"])
+    return program(inputs=[("x0", (8,), 3)], functions={"f0": body}, calls=[call("f0", [JIT, grad(0)], ["x0"])])
+
+
+def judged(worker, p, reference):
+    out = worker.run(render(p, worker.caps), timeout=120)
+    assert out["status"] == "ok", out
+    return [(f.oracle, f.kind, f.call) for f in oracles.judge(p, out, reference)]
+
+
+def test_a_wrong_ppermute_transpose_is_caught_with_wsum_and_missed_with_sum(worker):
+    weighted = grad_of_ppermute({"op": "wsum", "seed": 5})
+    plain = grad_of_ppermute({"op": "sum", "axis": None})
+    # the reference by hand: the gradient is the weights rolled back (inverse permutation)
+    np.testing.assert_array_equal(run1(weighted)[0], np.roll(weights(5, (8,)), -2))
+    np.testing.assert_array_equal(run1(plain)[0], np.ones(8, np.float32))
+    assert judged(worker, weighted, evaluate(weighted)) == []  # jax 0.10.2 agrees with the reference
+    assert judged(worker, plain, evaluate(plain)) == []
+    # the planted bug: invisible to an all-ones cotangent, caught by a seeded one
+    assert judged(worker, plain, WrongPpermuteTranspose(plain).evaluate()) == []
+    assert judged(worker, weighted, WrongPpermuteTranspose(weighted).evaluate()) == [
+        ("differential", "wrong-value", 0)]
+
+
+def test_a_wrong_ppermute_transpose_is_caught_by_vjp(worker):
+    chain = [shard_map([[["x"]]], [[["x"]]])]
+    p = program(inputs=[("x0", (8,), 7)], functions={"f0": ppermute_body()},
+                calls=[call("f0", [vjp(40)] + chain, ["x0"]), call("f0", [JIT, vjp(40)] + chain, ["x0"])])
+    assert judged(worker, p, evaluate(p)) == []
+    assert judged(worker, p, WrongPpermuteTranspose(p).evaluate()) == [
+        ("differential", "wrong-value", 0), ("differential", "wrong-value", 1)]
+
+
+def test_jax_agrees_with_the_reference_on_jvp_and_vjp_of_collectives(worker):
+    inner = fn(["b", "c"], [eqn("ppermute", ["b"], ["p"], axes=["x"], shift=3),
+                            eqn("mul", ["p", "c"], ["m"]), eqn("psum", ["m"], ["s"], axes=["x"])], ["p", "s"])
+    p = program(inputs=[("x0", (8, 2), 7), ("x1", (2,), 8)], functions={"f0": inner},
+                calls=[call("f0", [jvp(41), shard_map([[["x"], None], [None]], [[["x"], None], [None, None]])],
+                            ["x0", "x1"]),
+                       call("f0", [JIT, vjp(42), shard_map([[["x"], None], [None]], [[["x"], None], [None, None]])],
+                            ["x0", "x1"])])
+    assert judged(worker, p, evaluate(p)) == []
