@@ -6,17 +6,20 @@ JAX is imported there. Its stderr goes to a temporary file, so that a crash's la
 lines can be reported without a pipe that could fill up and block it.
 
 A worker dies with the process that started it, however that one ends (SIGKILL, the
-OOM killer): on Linux the kernel sends it SIGKILL when its parent dies
-(``PR_SET_PDEATHSIG``, set between fork and exec; see prctl(2)), and the worker itself
-also exits when its parent pid changes (a watchdog thread in fuzz/worker.py, for
-systems without prctl). PR_SET_PDEATHSIG fires when the *thread* that forked the worker
-ends, not the process: start workers from the main thread (every caller in shardfuzz
-does), or from a thread that lives as long as they should.
+OOM killer): told this process's pid (``SHARDFUZZ_PARENT_PID``), the worker asks the
+kernel for SIGKILL on its parent's death (Linux ``PR_SET_PDEATHSIG``, see prctl(2)) and
+runs a watchdog thread that exits when its parent pid changes (see fuzz/worker.py).
+PR_SET_PDEATHSIG fires when the *thread* that started the worker ends, not the
+process: start workers from the main thread (every caller in shardfuzz does), or from
+a thread that lives as long as they should.
+
+(The prctl call is made by the worker, not in a ``preexec_fn`` here: a ``preexec_fn``
+runs Python between fork and exec in a process where JAX's threads run, which JAX
+warns may deadlock.)
 """
 from __future__ import annotations
 
 import base64
-import ctypes
 import json
 import os
 import queue
@@ -32,41 +35,8 @@ import numpy as np
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 STARTUP_TIMEOUT = 120.0  # seconds: importing JAX on a loaded 2-core machine
-PARENT_ENV = "SHARDFUZZ_PARENT_PID"  # read by fuzz/worker.py's watchdog
-PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
-
-
-def _load_prctl():
-    """libc's prctl, resolved once here so that the child only calls it (None off Linux)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    return prctl
-
-
-_PRCTL = _load_prctl()
-
-
-def die_with_parent_hook(parent: int):
-    """A ``preexec_fn`` that makes the child get SIGKILL when ``parent`` dies (None without prctl).
-
-    Runs in the child between fork and exec, so it only calls the already resolved
-    prctl and os functions. If the parent is already gone, the child kills itself.
-    """
-    if _PRCTL is None:
-        return None
-
-    def hook() -> None:
-        _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return hook
+PARENT_ENV = "SHARDFUZZ_PARENT_PID"  # read by fuzz/worker.py (guard_parent)
+GUARD_ENV = "SHARDFUZZ_PARENT_GUARD"  # "both" (default), "signal" or "watchdog": tests check each alone
 
 
 class WorkerError(RuntimeError):
@@ -121,14 +91,16 @@ class Worker:
         env["PYTHONHASHSEED"] = str(self.hash_seed) if self.hash_seed is not None else "random"
         env.pop("PYTHONPATH", None)  # the worker must not see shardfuzz
         env.pop(PARENT_ENV, None)
-        if self.watchdog:
+        env.pop(GUARD_ENV, None)
+        if self.death_signal or self.watchdog:
             env[PARENT_ENV] = str(os.getpid())
+            env[GUARD_ENV] = "both" if self.death_signal and self.watchdog else (
+                "signal" if self.death_signal else "watchdog")
         self.stderr = tempfile.TemporaryFile()
         try:
             self.proc = subprocess.Popen([self.python, "-u", str(WORKER_SCRIPT)], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=self.stderr, env=env,
-                                         start_new_session=True, cwd=tempfile.gettempdir(),
-                                         preexec_fn=die_with_parent_hook(os.getpid()) if self.death_signal else None)
+                                         start_new_session=True, cwd=tempfile.gettempdir())
         except OSError as e:
             raise WorkerError(f"cannot start worker with {self.python}: {e.strerror}") from None
         try:

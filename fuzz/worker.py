@@ -17,10 +17,8 @@ the StableHLO text of the jitted call (``jax.jit`` around calls that are not jit
 ``{"dtype", "shape", "b64"}``. Replies go to the original stdout; the program's own
 prints go to stderr.
 
-The worker dies with its parent: when ``SHARDFUZZ_PARENT_PID`` is set, a watchdog
-thread exits the process (``os._exit``) as soon as its parent pid is no longer that one,
-even while a program hangs (the parent also asks the kernel for SIGKILL on its death,
-see fuzz/execute.py; this covers systems without prctl).
+The worker dies with its parent (the fuzzer, whose pid is ``SHARDFUZZ_PARENT_PID``),
+however that one ends, even while a program hangs: see :func:`guard_parent`.
 """
 import base64
 import json
@@ -34,13 +32,48 @@ WATCH_PERIOD = 0.5  # seconds between two checks of the parent pid
 ORPHAN_EXIT = 75  # exit code of a worker whose parent died
 
 
+def death_signal() -> bool:
+    """Ask the kernel to SIGKILL this process when its parent dies; False where that is not available.
+
+    Linux ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` (PR_SET_PDEATHSIG = 1, <linux/prctl.h>;
+    prctl(2)): it fires when the parent *thread* that started this process ends.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        import signal
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+        prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+        prctl.restype = ctypes.c_int
+        return prctl(1, int(signal.SIGKILL), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def guard_parent(parent: int, how: str = "both") -> None:
+    """Make this process end when its parent ``parent`` ends.
+
+    ``how``: "both" (the default), "signal" (:func:`death_signal` only) or "watchdog"
+    (:func:`watch_parent` only); the tests check each alone. Exits at once if the
+    parent is already gone (it died before the death signal was set).
+    """
+    if how in ("both", "signal"):
+        death_signal()
+    if os.getppid() != parent:
+        os._exit(ORPHAN_EXIT)
+    if how in ("both", "watchdog"):
+        watch_parent(parent)
+
+
 def watch_parent(parent: int, period: float = WATCH_PERIOD) -> threading.Thread:
     """Start a daemon thread that ends this process when its parent is no longer ``parent``.
 
     Checks ``os.getppid()`` every ``period`` seconds (an orphan is re-parented to init or
     a subreaper). It runs while the main thread waits inside JAX on a hung program; a
-    thread that holds the GIL forever can stop it, which is why the parent also sets
-    PR_SET_PDEATHSIG.
+    thread that holds the GIL forever can stop it, which is what the death signal
+    covers; the watchdog covers systems without prctl.
     """
     def loop() -> None:
         while True:
@@ -150,7 +183,7 @@ def error_record(e: BaseException) -> dict:
 def main() -> None:
     parent = os.environ.get("SHARDFUZZ_PARENT_PID", "")
     if parent.isdigit():
-        watch_parent(int(parent))
+        guard_parent(int(parent), os.environ.get("SHARDFUZZ_PARENT_GUARD", "both"))
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # program prints go to stderr
     sys.stdout = sys.stderr

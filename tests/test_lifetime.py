@@ -79,6 +79,8 @@ def test_workers_die_with_a_killed_parent_even_while_a_program_hangs():
         p.kill()
         p.wait()
     left = gone(set(pids), 5)
+    for pid in left:  # (do not leave them hanging when the test fails)
+        os.kill(pid, signal.SIGKILL)
     names = dict(zip(pids, ["both", "death signal only", "watchdog only"]))
     assert left == set(), [names[x] for x in left]
 
