@@ -8,7 +8,7 @@ A fault goes either into every io_callback host function (:func:`inject`: it fir
 inside JAX's execution) or at the end of the module (:func:`inject_module`: it fires
 when the worker execs the source, for any program). Hooks (``source -> source``) for
 ``Campaign(source_hook=...)``: :func:`rotating`, :func:`once`, :func:`abort_some`,
-:func:`lowering_only`; :func:`hook_from_spec` builds one from the test-only
+:func:`lowering_only`, :func:`raising`; :func:`hook_from_spec` builds one from the test-only
 ``SHARDFUZZ_TEST_FAULT`` environment variable that ``shardfuzz run`` reads.
 """
 from __future__ import annotations
@@ -97,6 +97,18 @@ def abort_some(share: float = 1.0, words: int = len(WORDS)):
         return inject_module(source, "abort", message=f"Check failed: injected fault {word}")
 
     return hook
+
+
+def raising():
+    """A source hook that makes every call of every program raise ``RuntimeError('injected fault')``.
+
+    No crash, no compile: a quick internal-error finding for every program (the module
+    rebinds ``CALLS`` at its end).
+    """
+    code = ("def _shardfuzz_injected(*args):\n"
+            "    raise RuntimeError('injected fault')\n"
+            "CALLS = [(label, _shardfuzz_injected, args) for label, fn, args in CALLS]\n")
+    return lambda source: f"{source}\n{code}"
 
 
 def lowering_only(fault: str, once: str | None = None):

@@ -128,3 +128,20 @@ def test_findings_are_on_disk_as_soon_as_recorded_and_survive_sigkill(tmp_path):
             "jax_version"} <= set(some)
     assert some["oracle"] == "crash" and "injected fault" in some["message"]
     assert gone(workers, 5) == set()
+
+
+def test_a_seeded_campaign_still_saves_to_the_example_database(tmp_path):
+    """Hypothesis's @seed turns the database off; a seeded campaign writes it anyway (and does not replay it)."""
+    from fuzz.campaign import Campaign
+    from fuzz.faults import raising
+
+    db = tmp_path / "examples"
+    c = Campaign(seconds=3, shrink_seconds=3, max_examples=3, seed=1, database=str(db), determinism=False,
+                 source_hook=raising())
+    try:
+        report = c.run()
+    finally:
+        c.close()
+    assert report["findings"], "every program raises: there must be a finding"
+    assert report["database"] == str(db) and report["database_use"].startswith("save only")
+    assert [p for p in db.rglob("*") if p.is_file()], "the failing example was not saved"
