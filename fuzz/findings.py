@@ -7,7 +7,10 @@ left when the campaign is killed (SIGKILL, out of memory, a reboot). By default 
 Each line is one complete JSON object with the keys of a report finding
 (:meth:`fuzz.campaign.Campaign.finding_entry`) plus the campaign's ``campaign_started``
 (UTC, ISO 8601), ``seed``, ``jax_version`` and ``jaxlib_version``. A finding is appended
-again when it changes (shrunk); :func:`read` keeps the last line per signature.
+again when it changes (shrunk); :func:`read` keeps the last line per signature. When a
+finding moves to another signature (reduced to a program whose finding reads
+differently, or merged into another), :func:`supersede` appends a line
+``{"signature": old, "superseded_by": new}`` and :func:`read` leaves the old one out.
 
 Writing is atomic per record: the whole line goes out in one ``os.write`` on a file
 opened with ``O_APPEND``, followed by ``fsync``. A line cut short (disk full, power
@@ -40,6 +43,11 @@ def append(path: str, record: dict) -> None:
         os.close(fd)
 
 
+def supersede(path: str, old: str, new: str) -> None:
+    """Record that finding ``old`` is now known as ``new`` (see the module docstring). Raises OSError."""
+    append(path, {"signature": old, "superseded_by": new})
+
+
 def read_lines(path: str) -> list:
     """Every complete record of the file in order (list of dict); lines that do not parse are skipped.
 
@@ -61,11 +69,10 @@ def read_lines(path: str) -> list:
 
 
 def read(path: str) -> list:
-    """The findings of the file: the last record per ``signature``, in order of first appearance.
-
-    Raises OSError when the file cannot be read.
+    """The findings of the file: the last record per ``signature``, in order of first appearance,
+    leaving out superseded ones. Raises OSError when the file cannot be read.
     """
     latest: dict = {}
     for rec in read_lines(path):
         latest[rec.get("signature")] = rec  # (dicts keep the first insertion's position)
-    return list(latest.values())
+    return [rec for rec in latest.values() if "superseded_by" not in rec]

@@ -145,3 +145,18 @@ def test_a_seeded_campaign_still_saves_to_the_example_database(tmp_path):
     assert report["findings"], "every program raises: there must be a finding"
     assert report["database"] == str(db) and report["database_use"].startswith("save only")
     assert [p for p in db.rglob("*") if p.is_file()], "the failing example was not saved"
+
+
+def test_the_findings_file_reader_keeps_the_last_whole_record_per_signature(tmp_path):
+    """A record cut short (a kill or a full disk mid-write) is skipped, and the next append is not glued to it."""
+    path = str(tmp_path / "findings.jsonl")
+    findings.append(path, {"signature": "a", "count": 1})
+    findings.append(path, {"signature": "b", "count": 1})
+    findings.append(path, {"signature": "a", "count": 5})
+    with open(path, "ab") as f:
+        f.write(b'{"signature": "c", "cou')  # cut short
+    assert [(r["signature"], r["count"]) for r in findings.read(path)] == [("a", 5), ("b", 1)]
+    findings.append(path, {"signature": "d", "count": 1})
+    findings.supersede(path, "b", "d")
+    assert [r["signature"] for r in findings.read(path)] == ["a", "d"]
+    assert len(findings.read_lines(path)) == 5  # all but the cut one
