@@ -2,14 +2,18 @@
 
 Hypothesis drives generation and shrinking (``strategies.programs``). A campaign keeps
 going after a finding: the first new signature seen becomes the *target*, Hypothesis
-shrinks toward the smallest program that still shows it, and once it is recorded the
-signature is *known* and stops failing, so each distinct bug is shrunk once.
+shrinks toward the smallest program that still shows it (a short first pass), then the
+op-agnostic reducer (:mod:`fuzz.reduce`) takes it to a fixed point within a budget;
+once it is recorded the signature is *known* and stops failing, so each distinct bug is
+reduced once. Signatures of the corpus (``corpus_signatures``) are known from the start:
+they are counted apart (``known`` in the report), never reduced again.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass
 
 from hypothesis import HealthCheck, Verbosity, given, seed, settings
@@ -18,15 +22,18 @@ from hypothesis.errors import Flaky
 
 from fuzz import features as F
 from fuzz import findings as findings_file
+from fuzz.reduce import reduce_program
 from fuzz.render import render
 from fuzz.runner import Runner
 from fuzz.typecheck import ProgramError
-from oracles.common import Finding
+from oracles.common import Finding, same_finding
 from strategies.programs import programs
 
 ROUND = 100  # Hypothesis examples per round (a round ends early when a finding is shrunk)
-SHRINK_BUDGET = 20.0  # seconds of shrinking per distinct finding; then the smallest so far is kept
-SHRINK_SHARE = 0.35  # at most this share of the campaign's time goes to shrinking; later findings stay unshrunk
+SHRINK_BUDGET = 10.0  # seconds of Hypothesis shrinking per distinct finding (the reducer's first pass)
+REDUCE_RUNS = 150  # JAX runs of the reducer per distinct finding
+REDUCE_SECONDS = 60.0  # seconds of the reducer per distinct finding
+SHRINK_SHARE = 0.35  # at most this share of the campaign's time goes to shrinking and reducing
 
 
 class _Found(Exception):
@@ -77,6 +84,9 @@ class Record:
     count: int = 0
     first_seconds: float = 0.0  # seconds into the campaign when first seen
     shrunk: bool = False  # False: kept as first seen (shrinking had used its share of the time)
+    reduced: bool = False  # True: the reducer reached a fixed point within its budget
+    reduction_runs: int = 0  # JAX runs the reducer used
+    reduction_seconds: float = 0.0
 
 
 class Campaign:
@@ -91,13 +101,16 @@ class Campaign:
     ``findings_path``: the findings file (see :mod:`fuzz.findings`; None: none), each
     distinct finding is appended there when recorded and again when shrunk;
     ``on_finding(campaign, record)``: called after a new distinct finding was recorded
-    (and appended). Raises fuzz.execute.WorkerError if the worker does not start.
+    (and appended); ``corpus_signatures``: {signature: corpus entry name} of findings
+    already in the corpus: hits are counted in ``known_hits``, not recorded as findings.
+    Raises fuzz.execute.WorkerError if the worker does not start.
     """
 
     def __init__(self, seconds: float = 600, max_examples: int | None = None, seed: int | None = None,
                  python: str | None = None, database: str | None = None, timeout: float | None = None,
                  shrink_seconds: float = 180, on_progress=None, determinism: bool = True,
-                 source_hook=None, stop_when=None, findings_path: str | None = None, on_finding=None):
+                 source_hook=None, stop_when=None, findings_path: str | None = None, on_finding=None,
+                 corpus_signatures: dict | None = None):
         self.seconds = seconds
         self.max_examples = max_examples
         self.seed = seed
@@ -117,7 +130,10 @@ class Campaign:
         self.on_finding = on_finding or (lambda c, rec: None)
         self.started = time.time()  # wall clock (seconds since the epoch) of the campaign's start
         self.records: dict = {}
-        self.known: set = set()
+        self.corpus = dict(corpus_signatures or {})
+        self.known_hits: Counter = Counter()  # corpus signatures seen, and how often
+        self.known_seconds = 0.0  # worker + reference seconds of programs that hit a corpus signature
+        self.known: set = set(self.corpus)
         self.target: str | None = None
         self.target_start = 0.0
         self.shrink_spent = 0.0  # seconds spent shrinking so far
@@ -128,9 +144,14 @@ class Campaign:
     # ----------------------------------------------------------------- one program
     def run_program(self, program: dict) -> list:
         """Execute and judge one program (see :meth:`fuzz.runner.Runner.run`); records its findings."""
+        t0 = time.monotonic()
         found, source = self.runner.run(program)
+        if any(f.signature in self.corpus for f in found):
+            self.known_seconds += time.monotonic() - t0
         for f in found:
-            if f.signature in self.records:
+            if f.signature in self.corpus:
+                self.known_hits[f.signature] += 1
+            elif f.signature in self.records:
                 self.records[f.signature].count += 1
             else:
                 self.record(f, program, source)
@@ -245,37 +266,69 @@ class Campaign:
             if self.target is not None:
                 target, self.target = self.target, None
                 self.known.add(target)
+                self.records[target].shrunk = not interrupted
                 if not interrupted:
-                    self.drop_calls(target)
-                    self.records[target].shrunk = True
+                    target = self.reduce(target)
                 self.shrink_spent += time.monotonic() - self.target_start
-                self.save_record(target)
+                if target in self.records:
+                    self.save_record(target)
 
-    def drop_calls(self, signature: str) -> None:
-        """Shrink further than Hypothesis can: drop calls (and the functions only they use) one at a time.
+    def _findings_of(self, program: dict) -> list:
+        """The findings of a program, run once per campaign (cached by program hash)."""
+        key = program_key(program)
+        if key not in self.cache:
+            self.cache[key] = self.run_program(program)
+            self.on_progress(self)
+        return self.cache[key]
 
-        Hypothesis deletes the *last* calls easily but not earlier ones, which later calls
-        were drawn after; a call is dropped when the finding still shows without it.
+    def reduce(self, signature: str) -> str:
+        """Reduce a recorded finding's program with :func:`fuzz.reduce.reduce_program`; returns its signature after.
+
+        A candidate is kept when it shows the same finding (:func:`oracles.common.same_finding`)
+        on the tracked call; a crash only when it happens alone in a fresh worker. The
+        reduced program's own finding replaces the record's: value oracles name the
+        (now shorter) transform chain in their signature, so the record may move to a new
+        signature, merge with one already recorded, or turn out to be a corpus finding
+        (then it counts in ``known_hits``). Records whose reduced programs are equal merge.
         """
         rec = self.records[signature]
-        program = rec.program
-        k = len(program["calls"]) - 1
-        while k >= 0 and len(program["calls"]) > 1:
-            if time.monotonic() > self.start + self.seconds + self.shrink_seconds:
-                break
-            calls = program["calls"][:k] + program["calls"][k + 1:]
-            used = {c["function"] for c in calls}
-            candidate = {**program, "calls": calls,
-                         "functions": {n: f for n, f in program["functions"].items() if n in used}}
-            key = program_key(candidate)
-            if key not in self.cache:
-                self.cache[key] = self.run_program(candidate)
-                self.on_progress(self)
-            hit = [f for f in self.cache[key] if f.signature == signature]
-            if hit:
-                program = candidate
-                rec.program, rec.finding, rec.source = candidate, hit[0], render(candidate, self.caps)
-            k -= 1
+        want = rec.finding
+        if want.history or not rec.program:  # a crash that needs earlier programs: kept as found
+            return signature
+
+        def show(program: dict, call):
+            for f in self._findings_of(program):
+                if same_finding(f, want.signature, want.oracle, want.kind) and f.call == call and not f.history:
+                    return f
+            return None
+
+        budget = min(REDUCE_SECONDS, max(1.0, self.start + self.seconds + self.shrink_seconds - time.monotonic()))
+        try:
+            r = reduce_program(rec.program, lambda p, c: show(p, c) is not None, want.call,
+                               max_runs=REDUCE_RUNS, max_seconds=budget, caps=self.caps)
+        except (ProgramError, ValueError):  # a program this release cannot render: keep it as found
+            return signature
+        final = show(r.program, r.call)
+        if final is None:  # flaky: keep the program as found
+            return signature
+        rec.program, rec.finding, rec.source = r.program, final, render(r.program, self.caps)
+        rec.reduced, rec.reduction_runs, rec.reduction_seconds = r.reduced, r.runs, r.seconds
+        new = final.signature
+        self.known.add(new)
+        key = program_key(r.program)
+        twin = next((s for s, o in self.records.items() if o is not rec and (s == new or program_key(o.program) == key)),
+                    None)
+        if new in self.corpus:
+            self.known_hits[new] += rec.count
+            del self.records[signature]
+        elif twin is not None:
+            self.records[twin].count += rec.count
+            del self.records[signature]
+            return twin
+        elif new != signature:
+            del self.records[signature]
+            self.records[new] = rec
+        return new
 
     def run(self) -> dict:
         """Run until time or examples run out; returns the report (see :meth:`report`)."""
@@ -296,8 +349,10 @@ class Campaign:
         return {"signature": signature, "oracle": rec.finding.oracle, "kind": rec.finding.kind,
                 "message": rec.finding.message, "details": rec.finding.details[-3000:],
                 "call": rec.finding.call, "count": rec.count,
-                "history": rec.finding.history,
+                "history": rec.finding.history, "history_programs": rec.finding.history_programs,
                 "first_seconds": round(rec.first_seconds, 1), "shrunk": rec.shrunk,
+                "reduced": rec.reduced, "reduction_runs": rec.reduction_runs,
+                "reduction_seconds": round(rec.reduction_seconds, 1),
                 "program": rec.program, "source": rec.source}
 
     def database_use(self) -> str:
@@ -332,5 +387,9 @@ class Campaign:
             "features": dict(sorted(s.features.items())),
             "depth_histogram": {str(k): v for k, v in sorted(s.depths.items())},
             "findings": findings,
+            "known": [{"signature": sig, "entry": self.corpus[sig], "count": n}
+                      for sig, n in sorted(self.known_hits.items(), key=lambda kv: -kv[1])],
+            "known_seconds": round(self.known_seconds, 1),
+            "reduced": sum(r.reduced for r in self.records.values()),
         }
 

@@ -107,7 +107,11 @@ def _unwritable(directory: str) -> str:
               help="Hypothesis example database directory ('' for none); findings.jsonl is written beside it.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=None,
               help="Seconds a program may run before it is a hang (default: scaled to the program).")
-def run(seconds, max_examples, seed, report_path, python, jax_version, determinism, database, timeout):
+@click.option("--corpus", "corpus_dir", default="corpus", show_default=True,
+              help="Corpus whose findings are known: reported apart, not as new ('' for none).")
+@click.option("--fail-on-known", is_flag=True, help="Exit 1 when a known (corpus) finding shows too, not only a new one.")
+def run(seconds, max_examples, seed, report_path, python, jax_version, determinism, database, timeout, corpus_dir,
+        fail_on_known):
     """Run a fuzzing campaign against JAX on 8 host CPU devices."""
     stop = _Stop()
     from rich.console import Console
@@ -135,6 +139,14 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
     except OSError as e:
         _fail(f"cannot write the findings file {findings_path} ({e.strerror or e}); "
               f"pass --database in a writable directory")
+    corpus_signatures = {}
+    if corpus_dir:
+        from fuzz.program import CorpusError, corpus_files
+
+        try:
+            corpus_signatures = {e["signature"]: p.name for p, e in corpus_files(corpus_dir)}
+        except CorpusError as e:
+            _fail(f"{e} (or pass --corpus '' to fuzz without a corpus)")
     hook = None
     if os.environ.get(FAULT_ENV):
         from fuzz.faults import hook_from_spec
@@ -163,7 +175,8 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
         try:
             campaign = Campaign(seconds=seconds, max_examples=max_examples, seed=seed, python=python,
                                 database=database or None, timeout=timeout, determinism=determinism,
-                                source_hook=hook, findings_path=findings_path, on_finding=announce)
+                                source_hook=hook, findings_path=findings_path, on_finding=announce,
+                                corpus_signatures=corpus_signatures)
         except WorkerError as e:
             _fail(f"{e} Pass --python with an interpreter that has jax installed.")
     problem = unsupported(campaign.caps)
@@ -186,7 +199,7 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
     _summary(report, console)
     if error:
         _fail(error)
-    sys.exit(1 if report["findings"] else 0)
+    sys.exit(1 if report["findings"] or (fail_on_known and report["known"]) else 0)
 
 
 def _write_report(report: dict, report_path: str, state_dir: str, console) -> None:
@@ -267,15 +280,21 @@ def _summary(report: dict, console) -> None:
     if report.get("findings_file_error"):
         console.print(f"shardfuzz: could not append to the findings file: {report['findings_file_error']}",
                       markup=False, highlight=False, soft_wrap=True)
+    if report.get("known"):
+        hits = sum(k["count"] for k in report["known"])
+        console.print(f"known (in the corpus, not new): {len(report['known'])} finding(s), {hits} hit(s), "
+                      f"{report['known_seconds']:.0f} s of programs: "
+                      + ", ".join(k["entry"] for k in report["known"]), markup=False, highlight=False, soft_wrap=True)
     if not report["findings"]:
-        console.print("[green]no findings[/green]")
+        console.print("[green]no new findings[/green]")
         return
-    table = Table(title=f"{len(report['findings'])} distinct findings")
-    for col in ("#", "oracle", "kind", "message", "hits", "first at"):
+    table = Table(title=f"{len(report['findings'])} new distinct findings")
+    for col in ("#", "oracle", "kind", "message", "hits", "first at", "reduced"):
         table.add_column(col)
     for i, f in enumerate(report["findings"], 1):
         table.add_row(str(i), f["oracle"], f["kind"].split(".")[-1], f["message"].splitlines()[0][:90] if f["message"] else "",
-                      str(f["count"]), f"{f['first_seconds']:.0f} s")
+                      str(f["count"]), f"{f['first_seconds']:.0f} s",
+                      ("yes" if f.get("reduced") else "no") + f" ({f.get('reduction_runs', 0)} runs)")
     console.print(table)
     for i, f in enumerate(report["findings"], 1):
         console.rule(f"finding {i}: {f['signature'][:100]}")
@@ -363,6 +382,18 @@ def replay(corpus_dir, python):
         runner.close()
     sys.exit(1 if changed else 0)
 
+
+def _register() -> None:
+    """Commands that live in their own modules."""
+    from fuzz.bisection import bisect
+    from fuzz.export import export
+    from fuzz.maintain import reduce_command
+
+    for command in (export, bisect, reduce_command):
+        main.add_command(command)
+
+
+_register()
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -70,7 +70,8 @@ class Runner:
             self.worker.kill()
             raise
         self.caps = self.worker.caps
-        self.history: deque = deque(maxlen=HISTORY)
+        self.history: deque = deque(maxlen=HISTORY)  # sources of the worker's last programs
+        self.history_programs: deque = deque(maxlen=HISTORY)  # the same programs (for a corpus entry's history)
         self.stats = Stats()
 
     def run(self, program: dict) -> tuple:
@@ -103,11 +104,14 @@ class Runner:
         outcome = self.worker.run(source, timeout, lower=lower)
         other = self.lowerer.collect(timeout) if self.lowerer is not None else None
         history = list(self.history)
+        earlier_programs = list(self.history_programs)
         self.history.append(source)
+        self.history_programs.append(program)
         lowering_note = ""
         if outcome["status"] != "ok":
             outcome["history"] = self.confirm(source, outcome, history, timeout, lower)
             self.history.clear()
+            self.history_programs.clear()
             if outcome["history"] is None:
                 self._unconfirmed("execute", outcome)
                 self.stats.worker_seconds += time.perf_counter() - t0
@@ -141,6 +145,7 @@ class Runner:
             for f in found:
                 f.details = f"{note}\n{f.details}"
                 f.history = h
+                f.history_programs = earlier_programs[len(earlier_programs) - len(h):] if h else []
         elif lowering_note:
             for f in found:
                 if f.oracle in ("crash", "hang"):  # (the execution went fine: these come from the lowering worker)
@@ -201,6 +206,7 @@ class Runner:
                 w.restart()
                 if w is self.worker:
                     self.history.clear()
+                    self.history_programs.clear()
 
     def close(self) -> None:
         """Kill the workers (and anything they started)."""

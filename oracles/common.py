@@ -28,6 +28,7 @@ class Finding:
     details: str = ""
     signature: str = field(default="")
     history: list = field(default_factory=list)  # sources of earlier programs a crash needs
+    history_programs: list = field(default_factory=list)  # the same earlier programs (program dicts)
 
     def __post_init__(self):
         if not self.signature:

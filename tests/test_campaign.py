@@ -1,0 +1,56 @@
+"""A campaign reduces each new finding, and counts findings already in the corpus apart.
+
+Uses a real JAX bug of jax 0.10.2 (an eager io_callback with a result on a committed
+input raises inside JAX: corpus/internal-error-16e66adcd88f.json) hidden in a larger
+program, so that the reduction has something to remove.
+"""
+import pytest
+
+from fuzz.campaign import Campaign
+from fuzz.maintain import program_lines
+from helpers import JIT, call, eqn, fn, program
+
+
+def bloated():
+    body = fn(["a", "b"], [eqn("cos", ["b"], ["u"]), eqn("mul", ["u", "b"], ["w"]),
+                           eqn("io_callback", ["a"], ["v"], tag="cb1", ordered=False, returns=True, stop_gradient=False),
+                           eqn("tanh", ["w"], ["t"]), eqn("sin", ["v"], ["s"]), eqn("add", ["t", "t"], ["z"])],
+              ["s", "z"])
+    p = program(mesh=(("y", 2),), inputs=[("x0", (), 0), ("x1", (4, 2), 3)], functions={"f0": body},
+                calls=[call("f0", [JIT], ["x0", "x1"]), call("f0", [], ["x0", "x1"])])
+    p["inputs"][0]["spec"] = []  # committed with NamedSharding(mesh, P())
+    return p
+
+
+@pytest.fixture(scope="module")
+def campaign():
+    c = Campaign(seconds=3600, determinism=False)
+    c.start = __import__("time").monotonic()
+    yield c
+    c.close()
+
+
+def test_a_new_finding_is_reduced_to_a_few_lines(campaign):
+    p = bloated()
+    found = campaign.run_program(p)
+    [f] = [f for f in found if f.oracle == "internal-error"]
+    assert f.call == 1  # the eager call; the jitted one works
+    sig = campaign.reduce(f.signature)
+    rec = campaign.records[sig]
+    assert rec.reduced and rec.reduction_runs > 0
+    assert rec.finding.call == 0  # the jitted call was dropped, the index followed
+    assert program_lines(rec.program) < program_lines(p) <= 12
+    assert program_lines(rec.program) <= 5
+    assert rec.finding.signature == sig
+    assert campaign.report()["findings"][0]["reduced"] is True
+
+
+def test_corpus_findings_are_known_not_new(campaign):
+    [f] = [f for f in campaign.run_program(bloated()) if f.oracle == "internal-error"]
+    campaign.corpus[f.signature] = "internal-error-x.json"  # as if loaded from the corpus
+    records = dict(campaign.records)
+    counts = {s: r.count for s, r in records.items()}
+    campaign.run_program(bloated())
+    assert campaign.records == records and {s: r.count for s, r in records.items()} == counts
+    assert campaign.known_hits[f.signature] == 1 and campaign.known_seconds > 0
+    assert campaign.report()["known"] == [{"signature": f.signature, "entry": "internal-error-x.json", "count": 1}]
