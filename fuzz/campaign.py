@@ -321,14 +321,25 @@ class Campaign:
         if new in self.corpus:
             self.known_hits[new] += rec.count
             del self.records[signature]
+            self._supersede(signature, new)
         elif twin is not None:
             self.records[twin].count += rec.count
             del self.records[signature]
+            self._supersede(signature, twin)
             return twin
         elif new != signature:
             del self.records[signature]
             self.records[new] = rec
+            self._supersede(signature, new)
         return new
+
+    def _supersede(self, old: str, new: str) -> None:
+        """Tell the findings file that finding ``old`` is now ``new`` (moved, merged, or known)."""
+        if self.findings_path:
+            try:
+                findings_file.supersede(self.findings_path, old, new)
+            except OSError as e:
+                self.findings_error = self.findings_error or f"{self.findings_path}: {e}"
 
     def run(self) -> dict:
         """Run until time or examples run out; returns the report (see :meth:`report`)."""
