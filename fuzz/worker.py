@@ -20,13 +20,20 @@ prints go to stderr.
 The worker dies with its parent (the fuzzer, whose pid is ``SHARDFUZZ_PARENT_PID``),
 however that one ends, even while a program hangs: see :func:`guard_parent`.
 """
-import base64
-import json
 import os
 import sys
-import threading
-import time
-import traceback
+
+# Run as a script, the worker has fuzz/ first on sys.path, where a module of shardfuzz
+# could shadow one of the standard library's (a fuzz/bisect.py once broke `import
+# random`). The worker needs nothing from that directory: drop it before importing more.
+if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+    del sys.path[0]
+
+import base64  # noqa: E402
+import json  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+import traceback  # noqa: E402
 
 WATCH_PERIOD = 0.5  # seconds between two checks of the parent pid
 ORPHAN_EXIT = 75  # exit code of a worker whose parent died
