@@ -252,7 +252,7 @@ class _Renderer:
     def prepare(self) -> None:
         """Type-check the program and note each equation's context (ppermute needs its axis size)."""
         self.ctx_of = {}
-        check_program(self.p, on_eqn=lambda e, ctx, args: self.ctx_of.__setitem__(id(e), ctx))
+        check_program(self.p, on_eqn=lambda e, ctx, args: self.ctx_of.__setitem__(id(e), ctx), caps=self.caps)
 
     # -- module -------------------------------------------------------------------
     def module(self) -> str:

@@ -86,7 +86,7 @@ class Runner:
         """
         self.stats.programs += 1
         try:
-            check_program(program)
+            check_program(program, caps=self.caps)
             need = math.prod(program["mesh"]["axis_sizes"])
             if need > self.caps["n_devices"]:
                 raise ProgramError(f"the mesh needs {need} devices but the worker has {self.caps['n_devices']}; "

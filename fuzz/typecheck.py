@@ -129,6 +129,8 @@ class Ctx:
     - ``axes``: named axes in scope, outermost first.
     - ``reserved``: mesh axes taken by an enclosing vmap's ``spmd_axis_name``.
     - ``grad_at``: number of ``axes`` outside the innermost enclosing grad (None: no grad).
+    - ``jit``: inside a ``jit`` (traced, not run eagerly).
+    - ``rules``: restrictions of the worker's JAX release (:func:`release_rules`).
     """
 
     mesh: dict
@@ -137,6 +139,8 @@ class Ctx:
     reserved: frozenset = frozenset()
     grad_at: int | None = None
     n_vmap: int = 0  # vmaps enclosing this body (names the unnamed ones)
+    jit: bool = False
+    rules: frozenset = frozenset()
 
     def axis(self, name: str) -> Axis:
         for a in self.axes:
@@ -227,6 +231,8 @@ def eqn_types(eqn: dict, args: list, ctx: Ctx) -> list:
         _require(not ctx.manual or ctx.manual == set(ctx.mesh), "io_callback inside a partial-manual shard_map")
         if ctx.in_grad:
             _require(eqn["stop_gradient"], "io_callback under grad needs stop_gradient (no JVP rule)")
+            _require("no_callback_under_grad" not in ctx.rules,
+                     "this JAX release has no io_callback under grad (\"IO callbacks do not support JVP\")")
         if eqn["returns"]:
             # JAX types an io_callback result inside shard_map as unvarying whatever its input:
             # only a callback on an unvarying value returns what its type says.
@@ -283,7 +289,7 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
     """Apply one transform's input side: (inner Ctx, inner param types). ProgramError if invalid."""
     kind = t["kind"]
     if kind == "jit":
-        return ctx, list(args)
+        return replace(ctx, jit=True), list(args)
     if kind in ("grad", "value_and_grad"):
         _require(len(t["argnums"]) == len(set(t["argnums"])), "argnums repeat")
         _require(all(0 <= i < len(args) for i in t["argnums"]), "argnums out of range")
@@ -307,6 +313,10 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         # jax/_src/shard_map.py (ShardMapTrace.process_shard_map): "Check consistency between
         # outer and inner shmaps on ... check_vma" -- a nested shard_map must keep the enclosing
         # one's check_vma (eager: a bare `raise Exception`; "TODO: add check in jit path").
+        if set(names) | ctx.manual != set(mesh):  # partial-manual
+            _require("no_partial_manual" not in ctx.rules, "this JAX release has no partial-manual shard_map")
+            _require("partial_manual_needs_jit" not in ctx.rules or ctx.jit,
+                     "this JAX release runs a partial-manual shard_map only under jit")
         outer_checks = {a.check_vma for a in ctx.axes if a.kind == "mesh"}
         _require(not outer_checks or outer_checks == {t["check_vma"]},
                  "a nested shard_map must keep the enclosing shard_map's check_vma")
@@ -415,10 +425,33 @@ def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
     raise ProgramError(f"unknown transform {kind!r}")
 
 
-def root_ctx(program: dict) -> Ctx:
-    """The context of a top-level call: no axes in scope."""
+def release_rules(caps: dict | None) -> frozenset:
+    """Restrictions of one JAX release, from the capabilities its worker measured (fuzz/worker.py).
+
+    - ``partial_manual_needs_jit``: a partial-manual shard_map runs only under jit
+      (``eager_partial_manual`` false: NotImplementedError eagerly, jax 0.4.26-0.6.1);
+    - ``no_partial_manual``: no partial-manual shard_map at all;
+    - ``no_callback_under_grad``: no io_callback under grad, even on a stop_gradient
+      argument (``callback_under_grad`` false: "IO callbacks do not support JVP", jax 0.4.28).
+    No caps (None): the newest release's rules, i.e. none of these.
+    """
+    if not caps:
+        return frozenset()
+    rules = set()
+    if not caps.get("partial_manual"):
+        rules.add("no_partial_manual")
+    elif caps.get("eager_partial_manual") is False:
+        rules.add("partial_manual_needs_jit")
+    if caps.get("callback_under_grad") is False:
+        rules.add("no_callback_under_grad")
+    return frozenset(rules)
+
+
+def root_ctx(program: dict, caps: dict | None = None) -> Ctx:
+    """The context of a top-level call: no axes in scope; ``caps``: the worker's, for its release's rules."""
     m = program["mesh"]
-    return Ctx(mesh=dict(zip(m["axis_names"], m["axis_sizes"])), explicit=m["axis_type"] == "explicit")
+    return Ctx(mesh=dict(zip(m["axis_names"], m["axis_sizes"])), explicit=m["axis_type"] == "explicit",
+               rules=release_rules(caps))
 
 
 def input_types(program: dict) -> dict:
@@ -551,14 +584,15 @@ def _check_transform_names(t: dict) -> None:
                 check_identifier(t[key], f"vmap {key}")
 
 
-def check_program(program: dict, on_eqn=None) -> list:
+def check_program(program: dict, on_eqn=None, caps: dict | None = None) -> list:
     """Type-check every call of a program; returns each call's result types.
 
     Raises ProgramError (a one-line message) for any violated rule, structural ones
-    first (:func:`check_structure`). ``on_eqn`` as in :func:`function_types`.
+    first (:func:`check_structure`). ``on_eqn`` as in :func:`function_types`; ``caps``:
+    a worker's capabilities, to apply its release's rules too (:func:`release_rules`).
     """
     check_structure(program)
-    ctx = root_ctx(program)
+    ctx = root_ctx(program, caps)
     inputs = input_types(program)
     out = []
     for call in program["calls"]:

@@ -117,12 +117,50 @@ def capabilities(jax) -> dict:
         caps["shard_map"] = "experimental"
     params = inspect.signature(sm).parameters
     caps["check_kw"] = "check_vma" if "check_vma" in params else "check_rep"
-    # the experimental shard_map's ``auto`` raises NotImplementedError outside jit: not fuzzed
-    caps["partial_manual"] = "axis_names" if "axis_names" in params else None
+    # partial-manual shard_map: ``axis_names`` (manual axes named) or, in the experimental
+    # shard_map, ``auto`` (the complement named)
+    caps["partial_manual"] = "axis_names" if "axis_names" in params else ("auto" if "auto" in params else None)
     sharding = jax.sharding
     caps["explicit"] = hasattr(sharding, "AxisType") and hasattr(sharding.AxisType, "Explicit") and hasattr(
         sharding, "reshard")
+    caps.update(measured_rules(jax, sm, caps))
     return caps
+
+
+def measured_rules(jax, sm, caps: dict) -> dict:
+    """Rules of this release measured by running two tiny programs (not assumed from the version).
+
+    - ``eager_partial_manual``: a partial-manual shard_map runs outside jit (jax 0.4.26 to
+      0.6.1 raise NotImplementedError there; under jit it works; measured).
+    - ``callback_under_grad``: an io_callback on a stop_gradient argument may sit under grad
+      (jax 0.4.28 raises "IO callbacks do not support JVP" even then; 0.4.38 does not; measured).
+    """
+    import numpy as np
+    from jax.experimental import io_callback
+
+    rules = {"eager_partial_manual": False, "callback_under_grad": False}
+    if caps["partial_manual"] and len(jax.devices()) >= 2:
+        mesh = jax.sharding.Mesh(np.array(jax.devices()[:2]).reshape(2, 1), ("a", "b"))
+        P = jax.sharding.PartitionSpec
+        kw = {"axis_names": {"a"}} if caps["partial_manual"] == "axis_names" else {"auto": frozenset({"b"})}
+        try:
+            jax.block_until_ready(sm(lambda x: x + 1, mesh=mesh, in_specs=P("a"), out_specs=P("a"), **kw)(
+                np.zeros(2, np.float32)))
+            rules["eager_partial_manual"] = True
+        except Exception:
+            pass
+
+    def f(x):
+        io_callback(lambda v: None, None, jax.lax.stop_gradient(x), ordered=False)
+        return (x * x).sum()
+
+    try:
+        jax.block_until_ready(jax.grad(f)(np.ones(2, np.float32)))
+        jax.effects_barrier()
+        rules["callback_under_grad"] = True
+    except Exception:
+        pass
+    return rules
 
 
 def encode(x) -> dict:

@@ -137,7 +137,8 @@ class _Gen:
         # shard_map
         free = [a for a in ctx.mesh if a not in ctx.manual]
         names = None
-        if self.caps.get("partial_manual") and not ctx.explicit and len(free) > 1 and draw(st.booleans()):
+        partial_ok = self.caps.get("partial_manual") and (ctx.jit or "partial_manual_needs_jit" not in ctx.rules)
+        if partial_ok and not ctx.explicit and len(free) > 1 and draw(st.booleans()):
             names = draw(st.lists(st.sampled_from(free), min_size=1, max_size=len(free) - 1, unique=True))
             names = [a for a in ctx.mesh if a in names]
         manual = names if names is not None else free
@@ -257,7 +258,8 @@ class _Gen:
         axes = ctx.collective_axes()
         if axes:
             kinds += ["collective"] * 3
-        if not ctx.manual or ctx.manual == set(ctx.mesh):  # (see fuzz.typecheck)
+        if (not ctx.manual or ctx.manual == set(ctx.mesh)) and not (  # (see fuzz.typecheck)
+                ctx.in_grad and "no_callback_under_grad" in ctx.rules):
             kinds.append("io_callback")
         if depth < self.max_depth:
             kinds += ["call", "call"]
@@ -386,7 +388,7 @@ def _broadcasts(a: tuple, b: tuple) -> bool:
     return True
 
 
-def chain_variants(program: dict, call: dict) -> list:
+def chain_variants(program: dict, call: dict, caps: dict | None = None) -> list:
     """Other wrappings of a call's function that type-check on the same inputs.
 
     Toggling the outer jit, spmd_axis_name on a vmap, check_vma on a shard_map, and
@@ -406,7 +408,7 @@ def chain_variants(program: dict, call: dict) -> list:
     if any(t["kind"] == "shard_map" for t in chain):  # nested shard_maps keep one check_vma: toggle all
         cands.append([{**t, "check_vma": not t["check_vma"]} if t["kind"] == "shard_map" else t for t in chain])
     ok = []
-    ctx = T.root_ctx(program)
+    ctx = T.root_ctx(program, caps)
     inputs = T.input_types(program)
     fn = program["functions"][call["function"]]
     for c in cands:
@@ -439,14 +441,14 @@ def programs(draw, caps: dict = NEWEST_CAPS, max_depth: int = 4, max_eqns: int =
                        "seed": draw(st.integers(0, 255))})
     program = {"format": "shardfuzz-program", "version": 1, "mesh": mesh, "inputs": inputs,
                "functions": {}, "calls": []}
-    ctx = T.root_ctx(program)
+    ctx = T.root_ctx(program, caps)
     in_types = T.input_types(program)
     n_calls = draw(st.integers(1, max_calls))
     for _ in range(n_calls):
         previous = program["calls"]
         if previous and draw(st.booleans()):
             base = draw(st.sampled_from(previous))
-            variants = chain_variants(program, base)
+            variants = chain_variants(program, base, caps)
             if variants:
                 program["calls"].append({**base, "transforms": draw(st.sampled_from(variants))})
                 continue
