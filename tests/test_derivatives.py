@@ -239,3 +239,19 @@ def test_jax_agrees_with_the_reference_on_jvp_and_vjp_of_collectives(worker):
                        call("f0", [JIT, vjp(42), shard_map([[["x"], None], [None]], [[["x"], None], [None, None]])],
                             ["x0", "x1"])])
     assert judged(worker, p, evaluate(p)) == []
+
+
+def test_repro_of_a_vjp_finding_runs_standalone(tmp_path):
+    # the repro defines weights / tuple_vjp itself: exit 0 against the right values, 1 against the wrong ones
+    import subprocess
+    import sys
+
+    p = program(inputs=[("x0", (8,), 7)], functions={"f0": ppermute_body()},
+                calls=[call("f0", [vjp(40), shard_map([[["x"]]], [[["x"]]])], ["x0"])])
+    finding = {"oracle": "differential", "kind": "wrong-value", "message": "planted", "call": 0}
+    codes = []
+    for name, ref in (("right", evaluate(p)), ("wrong", WrongPpermuteTranspose(p).evaluate())):
+        path = tmp_path / f"repro_{name}.py"
+        path.write_text(render_repro(p, None, finding, expected=ref))
+        codes.append(subprocess.run([sys.executable, str(path)], capture_output=True, timeout=300).returncode)
+    assert codes == [0, 1]
