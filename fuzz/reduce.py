@@ -523,6 +523,10 @@ def _without_dead_code(program: dict) -> dict | None:
 
 
 # ----------------------------------------------------------------------------- chain surgery
+# Transforms whose outputs this module can map to their body's results when one is dropped.
+_MAPPED_OUTPUTS = ("jit", "shard_map", "vmap", "grad", "value_and_grad")
+
+
 def _drop_output(chain: list, k: int):
     """Remove output ``k`` of a call through ``chain`` (outermost first).
 
@@ -531,6 +535,8 @@ def _drop_output(chain: list, k: int):
     becomes grad), or None when impossible.
     """
     chain = _copy(chain)
+    if any(t["kind"] not in _MAPPED_OUTPUTS for t in chain):
+        return None  # a transform whose outputs are not its body's, one for one (vjp, jvp): left alone
     for t in chain:
         if "argnums" in t:
             value = int(t["kind"] == "value_and_grad")
@@ -991,7 +997,7 @@ def _drop_eqn_output(ix, path, i, k, call):
         return None
     eq["transforms"], inner = got
     if inner is not None:
-        if len(eq["fn"]["results"]) < 2:
+        if len(eq["fn"]["results"]) < 2 or inner >= len(eq["fn"]["results"]):
             return None
         e.delete(path + ("eqns", i, "fn", "results", inner))
     e.delete(path + ("eqns", i, "outs", k))

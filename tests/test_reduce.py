@@ -353,3 +353,21 @@ def test_reducer_names_no_primitive_and_no_op_parameter():
     op_params -= {"fn", "transforms", "tag", "seed"}  # a nested function, its chain, callback names (canonical()), an input's seed
     assert primitives and not literals & primitives, sorted(literals & primitives)
     assert not literals & op_params, sorted(literals & op_params)
+
+
+def test_transforms_whose_outputs_are_not_their_bodys_are_left_whole():
+    # vjp returns the body's results and then one cotangent per argument: dropping one of
+    # those outputs is not a matter of dropping a body result (this crashed the reducer)
+    inner = fn(["b"], [eqn("sin", ["b"], ["s"])], ["s"])
+    body = fn(["a"], [eqn("call", ["a"], ["y", "ct"], transforms=[{"kind": "vjp", "seed": 3}], fn=inner),
+                      eqn("mul", ["y", "ct"], ["z"])], ["z"])
+    p = program(inputs=[("x0", (4,), 0)], functions={"f0": body}, calls=[call("f0", [], ["x0"])])
+    seen = []
+
+    def keeps_vjp(cand, c):
+        seen.append(cand)
+        return '"vjp"' in json.dumps(cand)
+
+    r = reduce_program(p, keeps_vjp, call=0, max_runs=200)
+    assert '"vjp"' in json.dumps(r.program) and r.reduced
+    assert all(validate_program(c) is None for c in seen)
