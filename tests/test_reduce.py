@@ -358,10 +358,12 @@ def test_reducer_names_no_primitive_and_no_op_parameter():
 def test_transforms_whose_outputs_are_not_their_bodys_are_left_whole():
     # vjp returns the body's results and then one cotangent per argument: dropping one of
     # those outputs is not a matter of dropping a body result (this crashed the reducer)
-    inner = fn(["b"], [eqn("sin", ["b"], ["s"])], ["s"])
-    body = fn(["a"], [eqn("call", ["a"], ["y", "ct"], transforms=[{"kind": "vjp", "seed": 3}], fn=inner),
-                      eqn("mul", ["y", "ct"], ["z"])], ["z"])
-    p = program(inputs=[("x0", (4,), 0)], functions={"f0": body}, calls=[call("f0", [], ["x0"])])
+    inner = fn(["b"], [eqn("sin", ["b"], ["s"]), eqn("cos", ["b"], ["c"])], ["s", "c"])
+    chain = [{"kind": "vmap", "in_axes": [0], "out_axes": [0, 0, 0], "axis_name": None, "spmd_axis_name": None},
+             {"kind": "vjp", "seed": 3}]
+    body = fn(["a"], [eqn("call", ["a"], ["y", "w", "ct"], transforms=chain, fn=inner),
+                      eqn("mul", ["y", "ct"], ["z"])], ["z", "w"])
+    p = program(inputs=[("x0", (2, 4), 0)], functions={"f0": body}, calls=[call("f0", [], ["x0"])])
     seen = []
 
     def keeps_vjp(cand, c):
