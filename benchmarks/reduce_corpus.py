@@ -29,9 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from fuzz.maintain import program_lines  # noqa: E402
 from fuzz.program import load_entry  # noqa: E402
 from fuzz.reduce import reduce_program  # noqa: E402
-from fuzz.render import render  # noqa: E402
 from fuzz.runner import Runner  # noqa: E402
 from fuzz.util import atomic_write_text  # noqa: E402
 from oracles.common import normalize  # noqa: E402
@@ -44,16 +44,6 @@ def matches(finding, entry: dict, exact: bool) -> bool:
         return True
     return not exact and (finding.oracle, finding.kind, normalize(finding.message)) == (
         entry["oracle"], entry["kind"], normalize(entry["message"]))
-
-
-def program_lines(program: dict, caps: dict) -> int:
-    """Non-blank lines of the rendered function bodies plus the entries of ``CALLS``."""
-    lines = render(program, caps).splitlines()
-    starts = tuple(f"def {name}(" for name in program["functions"])
-    first = next(i for i, ln in enumerate(lines) if ln.startswith(starts))
-    calls = lines.index("CALLS = [")
-    end = lines.index("]", calls)
-    return sum(1 for ln in lines[first:calls] if ln.strip()) + (end - calls - 1)
 
 
 def finding_call(runner: Runner, entry: dict, exact: bool):

@@ -554,8 +554,8 @@ def issue_text(case: Case, source: str, run: Run, env_info: str, jax_version: st
         "",
         _expected_text(case, run),
         "",
-        f"Repro (`python repro.py`, needs only jax and numpy, fakes 8 CPU devices; exit status 0 when JAX behaves, "
-        f"non-zero while the bug shows):",
+        "Repro (`python repro.py`, needs only jax and numpy, fakes 8 CPU devices; exit status 0 when JAX behaves, "
+        "non-zero while the bug shows):",
         "",
         _fenced(source, "python"),
         "",
