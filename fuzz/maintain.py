@@ -66,12 +66,32 @@ class Rerecord:
     why: str = ""
 
 
-def reduce_entry(entry: dict, runner: Runner, max_runs: int = 300, max_seconds: float = 300.0) -> Rerecord:
+def fails_alike(runner: Runner, program: dict, entry: dict, call) -> bool:
+    """Whether ``program`` fails on ``runner``'s (other) JAX release as the entry's finding does there.
+
+    Another release may word the same bug differently (seed C: three messages over the
+    releases, ``../shared/seeds.md``), so this asks for the same oracle and kind on the
+    same call, not the same signature; a program that release cannot express fails not.
+    """
+    from fuzz.replay import applicable
+
+    if applicable(program, runner.caps):
+        return False
+    return any((f.oracle, f.kind, f.call) == (entry["oracle"], entry["kind"], call) and not f.history
+               for f in runner.run(program)[0])
+
+
+def reduce_entry(entry: dict, runner: Runner, max_runs: int = 300, max_seconds: float = 300.0,
+                 also: list | None = None) -> Rerecord:
     """Reduce one corpus entry on ``runner``'s JAX and re-record it from the reduced program.
 
-    A crash counts only when it reproduces alone in a fresh worker. Raises nothing for
-    an entry that does not reproduce: the result's ``entry`` is None and ``why`` says so.
+    A crash counts only when it reproduces alone in a fresh worker. ``also``: runners of
+    other releases on which every kept candidate must fail alike too (:func:`fails_alike`),
+    so that the reduced program keeps the range of releases the bug affects. Raises
+    nothing for an entry that does not reproduce: the result's ``entry`` is None and
+    ``why`` says so.
     """
+    also = also or []
     before = program_lines(entry["program"], runner.caps)
     if entry["jax_version"] != runner.caps.get("jax_version"):
         return Rerecord(None, None, before, None, f"recorded on JAX {entry['jax_version']}, "
@@ -82,8 +102,13 @@ def reduce_entry(entry: dict, runner: Runner, max_runs: int = 300, max_seconds: 
         seen = "; ".join(f.signature[:80] for f in found) or "no finding"
         return Rerecord(None, None, before, None, f"does not reproduce here ({seen})")
 
+    for other in also:
+        if not fails_alike(other, entry["program"], entry, first.call):
+            return Rerecord(None, None, before, None, f"does not fail alike on JAX {other.caps.get('jax_version')}")
+
     def interesting(candidate: dict, call) -> bool:
-        return _hit(runner.run(candidate)[0], entry, call) is not None
+        return (_hit(runner.run(candidate)[0], entry, call) is not None
+                and all(fails_alike(other, candidate, entry, call) for other in also))
 
     r = reduce_program(entry["program"], interesting, first.call, max_runs=max_runs, max_seconds=max_seconds,
                        caps=runner.caps)
@@ -119,7 +144,9 @@ def _merge(kept: dict, gone: dict) -> dict:
 @click.option("--max-seconds", type=click.FloatRange(min=1, max=86400), default=300.0, show_default=True,
               help="Seconds per entry at most.")
 @click.option("--python", "python", default=None, help="Interpreter whose JAX the workers use.")
-def reduce_command(entries, max_runs, max_seconds, python):
+@click.option("--also-on", "also_on", multiple=True,
+              help="Another JAX release (X.Y.Z) on which the reduced program must fail alike too (repeatable).")
+def reduce_command(entries, max_runs, max_seconds, python, also_on):
     """Re-reduce corpus entries in place and merge entries that are one bug.
 
     Each entry is reduced on the installed JAX (it must be the release the entry was
@@ -134,13 +161,20 @@ def reduce_command(entries, max_runs, max_seconds, python):
         loaded = [(Path(p), load_entry(p)) for p in entries]
     except CorpusError as e:
         _fail(str(e))
+    from fuzz.provision import ProvisionError, interpreter
+
+    others, runner = [], None
     try:
         runner = Runner(python=python, determinism=any(e["oracle"] == "determinism" for _, e in loaded))
-    except WorkerError as e:
+        for version in also_on:
+            others.append(Runner(python=interpreter(version, log=click.echo), determinism=False))
+    except (WorkerError, ProvisionError) as e:
+        for r in others + ([runner] if runner else []):
+            r.close()
         _fail(str(e))
     try:
         for path, entry in loaded:
-            res = reduce_entry(entry, runner, max_runs, max_seconds)
+            res = reduce_entry(entry, runner, max_runs, max_seconds, also=others)
             if res.entry is None:
                 click.echo(f"{path.name}: unchanged: {res.why}")
                 continue
@@ -163,3 +197,5 @@ def reduce_command(entries, max_runs, max_seconds, python):
                        f"{red['runs']} runs, {red['seconds']} s, {'fixed point' if red['reduced'] else 'budget spent'}")
     finally:
         runner.close()
+        for r in others:
+            r.close()

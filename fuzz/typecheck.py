@@ -313,6 +313,8 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         # jax/_src/shard_map.py (ShardMapTrace.process_shard_map): "Check consistency between
         # outer and inner shmaps on ... check_vma" -- a nested shard_map must keep the enclosing
         # one's check_vma (eager: a bare `raise Exception`; "TODO: add check in jit path").
+        _require(not ctx.manual or "no_nested_shard_map" not in ctx.rules,
+                 "this JAX release cannot nest shard_maps")
         if set(names) | ctx.manual != set(mesh):  # partial-manual
             _require("no_partial_manual" not in ctx.rules, "this JAX release has no partial-manual shard_map")
             _require("partial_manual_needs_jit" not in ctx.rules or ctx.jit,
@@ -432,7 +434,10 @@ def release_rules(caps: dict | None) -> frozenset:
       (``eager_partial_manual`` false: NotImplementedError eagerly, jax 0.4.26-0.6.1);
     - ``no_partial_manual``: no partial-manual shard_map at all;
     - ``no_callback_under_grad``: no io_callback under grad, even on a stop_gradient
-      argument (``callback_under_grad`` false: "IO callbacks do not support JVP", jax 0.4.28).
+      argument (``callback_under_grad`` false: "IO callbacks do not support JVP", jax 0.4.28);
+    - ``no_nested_shard_map``: the experimental shard_map cannot be nested (jax 0.4.26 and
+      0.4.38, measured: AttributeError "'RewriteTrace' object has no attribute
+      'process_shard_map'"; the renderer also passes no mesh to a nested one).
     No caps (None): the newest release's rules, i.e. none of these.
     """
     if not caps:
@@ -444,6 +449,8 @@ def release_rules(caps: dict | None) -> frozenset:
         rules.add("partial_manual_needs_jit")
     if caps.get("callback_under_grad") is False:
         rules.add("no_callback_under_grad")
+    if caps.get("shard_map") == "experimental":
+        rules.add("no_nested_shard_map")
     return frozenset(rules)
 
 

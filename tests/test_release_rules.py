@@ -70,3 +70,14 @@ def test_measured_rules_match_this_release():
         caps = w.caps
     # the newest JAX (what the test suite installs) runs both; older releases are measured the same way
     assert caps["eager_partial_manual"] is True and caps["callback_under_grad"] is True
+
+
+def test_nested_shard_maps_are_not_applicable_on_the_experimental_api():
+    from fuzz.replay import applicable
+
+    inner = fn(["b"], [eqn("sin", ["b"], ["s"])], ["s"])
+    body = fn(["a"], [eqn("call", ["a"], ["v"], transforms=[shard_map([[["y"]]], [[["y"]]])], fn=inner)], ["v"])
+    p = program(mesh=(("x", 2), ("y", 2)), inputs=[("x0", (4,), 0)], functions={"f0": body},
+                calls=[call("f0", [JIT, shard_map([[["x"]]], [[["x"]]], axis_names=["x"])], ["x0"])])
+    check_program(p)
+    assert "cannot nest" in applicable(p, CAPS_0_4_28)
