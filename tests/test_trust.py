@@ -84,6 +84,8 @@ HOSTILE = {
     "axis_type with code": (["mesh", "axis_type"], QUOTE),
     "psum without axes": lambda p: (p["functions"]["f0"]["eqns"][0].pop("axes"), p)[1],
     "sin with two arguments": (EQN + [2], {"op": "sin", "args": ["v", "v"], "outs": ["s"]}),
+    "unused function named with code": lambda p: (p["functions"].__setitem__(
+        CODE_NAME, fn(["a"], [eqn("sin", ["a"], ["v"])], ["v"])), p)[1],
     "unused hostile function": lambda p: (p["functions"].__setitem__(
         "f1", fn(["a"], [eqn("sin", ["a"], [f"v = {PAYLOAD}"])], ["a"])), p)[1],
     "call of a nested function name": (["calls", 0, "function"], "g1"),
