@@ -250,6 +250,12 @@ def _collective_type(eqn: dict, a: Ty, ctx: Ctx) -> Ty:
         _require(n in allowed, f"{op} over axis {n!r}, which is not usable here (in scope: {allowed})")
     _require(len(set(names)) == len(names), f"{op} names an axis twice")
     if op in REDUCING_COLLECTIVES:
+        if "check_rep" in ctx.rules:
+            for n in names:
+                ax = ctx.axis(n)
+                if ax.kind == "mesh" and ax.check_vma:
+                    _require(op not in ("pmax", "pmin"), f"{op} has no replication rule under check_rep")
+                    _require(n in a.vma, f"under check_rep {op} needs a value varying over {n!r}")
         return Ty(a.shape, a.vma - frozenset(names))
     if op == "axis_index":
         return Ty(a.shape, a.vma | frozenset(names))
@@ -435,6 +441,11 @@ def release_rules(caps: dict | None) -> frozenset:
     - ``no_partial_manual``: no partial-manual shard_map at all;
     - ``no_callback_under_grad``: no io_callback under grad, even on a stop_gradient
       argument (``callback_under_grad`` false: "IO callbacks do not support JVP", jax 0.4.28);
+    - ``check_rep``: the experimental shard_map's replication check (check_rep, not
+      check_vma) refuses pmax/pmin over a checked axis and a psum/pmean of a value that is
+      replicated over it ("Collective psum must be applied to a device-varying replication
+      type", measured on 0.4.26);
+    - ``no_explicit``: no Explicit axis types (``jax.sharding.AxisType`` is missing);
     - ``no_nested_shard_map``: the experimental shard_map cannot be nested (jax 0.4.26 and
       0.4.38, measured: AttributeError "'RewriteTrace' object has no attribute
       'process_shard_map'"; the renderer also passes no mesh to a nested one).
@@ -451,14 +462,19 @@ def release_rules(caps: dict | None) -> frozenset:
         rules.add("no_callback_under_grad")
     if caps.get("shard_map") == "experimental":
         rules.add("no_nested_shard_map")
+    if caps.get("check_kw") == "check_rep":
+        rules.add("check_rep")
+    if caps.get("explicit") is False:
+        rules.add("no_explicit")
     return frozenset(rules)
 
 
 def root_ctx(program: dict, caps: dict | None = None) -> Ctx:
     """The context of a top-level call: no axes in scope; ``caps``: the worker's, for its release's rules."""
     m = program["mesh"]
-    return Ctx(mesh=dict(zip(m["axis_names"], m["axis_sizes"])), explicit=m["axis_type"] == "explicit",
-               rules=release_rules(caps))
+    rules = release_rules(caps)
+    _require(not (m["axis_type"] == "explicit" and "no_explicit" in rules), "this JAX release has no Explicit axes")
+    return Ctx(mesh=dict(zip(m["axis_names"], m["axis_sizes"])), explicit=m["axis_type"] == "explicit", rules=rules)
 
 
 def input_types(program: dict) -> dict:

@@ -351,7 +351,7 @@ class _Gen:
             name = draw(st.sampled_from(axes))
             cands = [v for v in order if math.prod(visible[v].shape) * size[name] <= MAX_ELEMENTS]
             if not cands:
-                return self._psum_fallback(order, axes, out, visible)
+                return self._psum_fallback(order, axes, out, visible, bool(old))
             a = draw(st.sampled_from(cands))
             tiled = visible[a].rank >= 1 and draw(st.booleans())
             if not tiled and visible[a].rank >= MAX_RANK:
@@ -363,7 +363,7 @@ class _Gen:
             n = size[name]
             cands = [(v, d) for v in order for d in range(visible[v].rank) if visible[v].shape[d] % n == 0]
             if not cands:
-                return self._psum_fallback(order, axes, out, visible)
+                return self._psum_fallback(order, axes, out, visible, bool(old))
             a, d = draw(st.sampled_from(cands))
             if op == "psum_scatter":
                 e = {"op": op, "args": [a], "outs": [out], "axes": [name], "axis": d}
@@ -374,8 +374,11 @@ class _Gen:
                 e = {"op": op, "args": [a], "outs": [out], "axes": [name], "split_axis": d, "concat_axis": c}
         return e, [(out, T.eqn_types(e, [visible[a] for a in e["args"]], ctx)[0])]
 
-    def _psum_fallback(self, order, axes, out, visible):
+    def _psum_fallback(self, order, axes, out, visible, check_rep=False):
         a = self.draw(st.sampled_from(order))
+        if check_rep:  # a psum of a replicated value is refused there: axis_index is always valid
+            e = {"op": "axis_index", "args": [a], "outs": [out], "axes": [axes[0]]}
+            return e, [(out, T.Ty(visible[a].shape, visible[a].vma | {axes[0]}))]
         e = {"op": "psum", "args": [a], "outs": [out], "axes": [axes[0]]}
         return e, [(out, T.Ty(visible[a].shape, visible[a].vma - {axes[0]}))]
 
