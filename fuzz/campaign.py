@@ -130,6 +130,8 @@ class Campaign:
         self.on_finding = on_finding or (lambda c, rec: None)
         self.started = time.time()  # wall clock (seconds since the epoch) of the campaign's start
         self.records: dict = {}
+        self.pending: list = []  # signatures waiting for reduction (see reduce_pending)
+        self.reducing = False
         self.corpus = dict(corpus_signatures or {})
         self.known_hits: Counter = Counter()  # corpus signatures seen, and how often
         self.known_seconds = 0.0  # worker + reference seconds of programs that hit a corpus signature
@@ -161,9 +163,14 @@ class Campaign:
         return found
 
     def record(self, finding: Finding, program: dict, source: str) -> Record:
-        """Record a new distinct finding (seen once): keep it, append it to the findings file, call ``on_finding``."""
+        """Record a new distinct finding (seen once): keep it, append it to the findings file, call ``on_finding``.
+
+        One seen while another finding is shrunk or reduced is queued for reduction (:meth:`defer`).
+        """
         rec = Record(finding, program, source, 1, time.monotonic() - self.start)
         self.records[finding.signature] = rec
+        if self.target is not None or self.reducing:
+            self.defer([finding.signature])
         self.save_record(finding.signature)
         self.on_finding(self, rec)
         return rec
@@ -212,13 +219,13 @@ class Campaign:
         new = [f for f in self.cache[key] if f.signature not in self.known]
         if new and self.target is None:
             if self.shrink_spent > SHRINK_SHARE * (now - self.start):
-                # shrinking has had its share of the time: keep this finding as it was
-                # found and go on generating (a later campaign with the example database
-                # replays and shrinks it first)
-                self.known.update(f.signature for f in new)
+                # shrinking has had its share of the time: go on generating; the finding is
+                # reduced later, when the share allows or at the end (reduce_pending)
+                self.defer(f.signature for f in new)
                 return
             self.target = new[0].signature
             self.target_start = now
+            self.defer(f.signature for f in new[1:])
         hit = [f for f in new if f.signature == self.target]
         if hit:
             rec = self.records[self.target]
@@ -273,6 +280,28 @@ class Campaign:
                 if target in self.records:
                     self.save_record(target)
 
+    def defer(self, signatures) -> None:
+        """Queue findings for reduction outside Hypothesis (:meth:`reduce_pending`); they stop being targets."""
+        for sig in signatures:
+            if sig not in self.known:
+                self.known.add(sig)
+                self.pending.append(sig)
+
+    def reduce_pending(self, deadline: float, share: bool = True) -> None:
+        """Reduce queued findings until ``deadline`` (time.monotonic()), within the shrink share if ``share``."""
+        while self.pending and time.monotonic() < deadline and self.matched is None:
+            now = time.monotonic()
+            if share and self.shrink_spent > SHRINK_SHARE * (now - self.start):
+                return
+            sig = self.pending.pop(0)
+            if sig not in self.records:
+                continue
+            self.records[sig].shrunk = False
+            sig = self.reduce(sig, deadline)
+            self.shrink_spent += time.monotonic() - now
+            if sig in self.records:
+                self.save_record(sig)
+
     def _findings_of(self, program: dict) -> list:
         """The findings of a program, run once per campaign (cached by program hash)."""
         key = program_key(program)
@@ -281,7 +310,7 @@ class Campaign:
             self.on_progress(self)
         return self.cache[key]
 
-    def reduce(self, signature: str) -> str:
+    def reduce(self, signature: str, deadline: float | None = None) -> str:
         """Reduce a recorded finding's program with :func:`fuzz.reduce.reduce_program`; returns its signature after.
 
         A candidate is kept when it shows the same finding (:func:`oracles.common.same_finding`)
@@ -302,12 +331,16 @@ class Campaign:
                     return f
             return None
 
-        budget = min(REDUCE_SECONDS, max(1.0, self.start + self.seconds + self.shrink_seconds - time.monotonic()))
+        deadline = deadline or self.start + self.seconds + self.shrink_seconds
+        budget = min(REDUCE_SECONDS, max(1.0, deadline - time.monotonic()))
+        self.reducing = True
         try:
             r = reduce_program(rec.program, lambda p, c: show(p, c) is not None, want.call,
                                max_runs=REDUCE_RUNS, max_seconds=budget, caps=self.caps)
         except (ProgramError, ValueError):  # a program this release cannot render: keep it as found
             return signature
+        finally:
+            self.reducing = False
         final = show(r.program, r.call)
         if final is None:  # flaky: keep the program as found
             return signature
@@ -350,6 +383,9 @@ class Campaign:
             while not self.done():  # (done() is also true once stopped)
                 self._round(index)
                 index += 1
+                self.reduce_pending(self.start + self.seconds)
+            # the end: reduce what is still queued, in the time shrinking may run over
+            self.reduce_pending(self.start + self.seconds + self.shrink_seconds, share=False)
         finally:
             self.elapsed = time.monotonic() - self.start
         return self.report()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from oracles.common import TOLERANCE, Finding, call_label
+from oracles.common import TOLERANCE, Finding, call_label, value_signature
 
 NAMES = ("callbacks",)  # the oracle names of the findings this module makes
 
@@ -33,15 +33,18 @@ def judge(program: dict, outcome: dict, reference: dict) -> list:
         for tag, ref in sorted(want.items()):
             if tag not in got["callbacks"]:
                 found.append(Finding("callbacks", "not-called", f"{label}: an io_callback never ran", k,
-                                     f"callback {tag} expected values {ref[:10]}"))
+                                     f"callback {tag} expected values {ref[:10]}",
+                                     signature=value_signature("callbacks", "not-called", program, [k])))
                 continue
             act = np.sort(got["callbacks"][tag])
             extra = act[~_covered(act, ref, tol)]
             missing = ref[~_covered(ref, act, tol)]
             if extra.size or missing.size:
                 found.append(Finding("callbacks", "wrong-value", f"{label}: an io_callback received other values", k,
-                                     f"callback {tag}: unexpected {extra[:10]}, missing {missing[:10]}"))
+                                     f"callback {tag}: unexpected {extra[:10]}, missing {missing[:10]}",
+                                     signature=value_signature("callbacks", "wrong-value", program, [k])))
         for tag in sorted(set(got["callbacks"]) - set(want)):
             found.append(Finding("callbacks", "unexpected-call", f"{label}: an io_callback ran that should not", k,
-                                 f"callback {tag}"))
+                                 f"callback {tag}",
+                                 signature=value_signature("callbacks", "unexpected-call", program, [k])))
     return found

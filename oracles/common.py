@@ -102,8 +102,23 @@ def call_label(call: dict) -> str:
     return expr
 
 
-# Oracles whose signature names the call's transform chain (its label): while a finding
-# is reduced the chain shrinks, so for them "the same finding" is the same oracle and kind.
+def value_signature(oracle: str, kind: str, program: dict, calls: list) -> str:
+    """The signature of a value finding: oracle, kind and what the calls use (fuzz.features names).
+
+    A wrong value has no message and no raising frame: what locates the bug is the set
+    of transforms, collectives and options the failing calls use. While a finding is
+    reduced that set shrinks to what the bug needs, so two reduced programs of one bug
+    share a signature however their transforms are nested (one bug once was two entries
+    because the call's label, ``vmap(f)`` vs ``f``, was in the signature).
+    """
+    from fuzz.features import features
+
+    used, _ = features({**program, "calls": [program["calls"][k] for k in calls]})
+    return f"{oracle}: {kind}: {'+'.join(sorted(used - {'multi_call'})) or 'plain'}"
+
+
+# Value oracles: their signature names what the failing calls use (value_signature), which
+# reduction shrinks, so for them "the same finding" is the same oracle and kind.
 LABELLED = ("differential", "callbacks", "metamorphic")
 
 
@@ -111,8 +126,8 @@ def same_finding(found: Finding, wanted_signature: str, wanted_oracle: str, want
     """Whether ``found`` is the finding a reduction must keep.
 
     Exceptions, crashes, hangs and determinism findings: the same signature. Value
-    oracles (:data:`LABELLED`): the same oracle and kind, since their signature
-    includes the call's label, which reduction changes.
+    oracles (:data:`LABELLED`): the same oracle and kind, since their signature names
+    what the program uses (:func:`value_signature`), which reduction changes.
     """
     if found.oracle in LABELLED:
         return (found.oracle, found.kind) == (wanted_oracle, wanted_kind)

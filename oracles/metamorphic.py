@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from oracles.common import Finding, call_label, close
+from oracles.common import Finding, call_label, close, value_signature
 
 NAMES = ("metamorphic",)  # the oracle names of the findings this module makes
 
@@ -37,5 +37,6 @@ def judge(program: dict, outcome: dict) -> list:
         if len(a) != len(b) or not all(close(y, x) for x, y in zip(a, b)):
             found.append(Finding("metamorphic", "disagree",
                                  f"{call_label(program['calls'][j])} and {call_label(call)} disagree", k,
-                                 f"call {j} and call {k} of one function differ"))
+                                 f"call {j} and call {k} of one function differ",
+                                 signature=value_signature("metamorphic", "disagree", program, [j, k])))
     return found

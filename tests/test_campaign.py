@@ -54,3 +54,37 @@ def test_corpus_findings_are_known_not_new(campaign):
     assert campaign.records == records and {s: r.count for s, r in records.items()} == counts
     assert campaign.known_hits[f.signature] == 1 and campaign.known_seconds > 0
     assert campaign.report()["known"] == [{"signature": f.signature, "entry": "internal-error-x.json", "count": 1}]
+
+
+def test_findings_past_the_shrink_share_are_reduced_later(campaign):
+    import time
+
+    [f] = [f for f in campaign.run_program(bloated()) if f.oracle == "internal-error"]
+    sig = f.signature
+    campaign.records.pop(sig, None)  # (earlier tests recorded it, or made it a corpus finding)
+    campaign.corpus.pop(sig, None)
+    campaign.known.discard(sig)
+    campaign.run_program(bloated())
+    assert not campaign.records[sig].reduced
+    campaign.defer([sig])
+    spent, campaign.shrink_spent = campaign.shrink_spent, 10 ** 9  # the share is used up: it waits
+    campaign.reduce_pending(time.monotonic() + 120)
+    assert campaign.pending == [sig] and not campaign.records[sig].reduced
+    campaign.shrink_spent = spent
+    campaign.reduce_pending(time.monotonic() + 120, share=False)  # the end of a campaign
+    assert campaign.pending == [] and campaign.records[sig].reduced
+
+
+def test_one_wrong_value_bug_has_one_signature_however_its_transforms_nest():
+    from oracles.common import value_signature
+
+    inner = fn(["a"], [eqn("all_to_all", ["x0"], ["v"], axes=["i"], split_axis=0, concat_axis=0)], ["v"])
+    vmap_i = {"kind": "vmap", "in_axes": [0], "out_axes": [0], "axis_name": "i", "spmd_axis_name": None}
+    at_call = program(inputs=[("x0", (1,), 0)], functions={"f0": inner}, calls=[call("f0", [vmap_i], ["x0"])])
+    nested = program(inputs=[("x0", (1,), 0)],
+                     functions={"f0": fn([], [eqn("call", ["x0"], ["w"], transforms=[vmap_i], fn=inner)], ["w"])},
+                     calls=[call("f0", [], [])])
+    a = value_signature("differential", "wrong-shape", at_call, [0])
+    assert a == value_signature("differential", "wrong-shape", nested, [0])
+    assert a != value_signature("differential", "wrong-value", at_call, [0])
+    assert "all_to_all" in a and "vmap" in a
