@@ -180,8 +180,8 @@ def reduce_command(entries, max_runs, max_seconds, python, also_on):
                 continue
             new = res.entry
             target = entry_path(path.parent, new)
-            others = [(p, e) for p, e in corpus_files(path.parent) if p != path]
-            twin = next(((p, e) for p, e in others if p == target or _same_program(e["program"], new["program"])),
+            siblings = [(p, e) for p, e in corpus_files(path.parent) if p != path]
+            twin = next(((p, e) for p, e in siblings if p == target or _same_program(e["program"], new["program"])),
                         None)
             if twin is not None:
                 write_entry(twin[0], _merge(twin[1], new))
