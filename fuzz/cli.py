@@ -20,7 +20,7 @@ import time
 import click
 
 from fuzz import __version__
-from fuzz.util import atomic_write_text, check_environment, unsupported
+from fuzz.util import INTERRUPTS, atomic_write_text, check_environment, unsupported
 
 DEBUG_ENV = "SHARDFUZZ_DEBUG"  # =1: print the traceback of an internal error
 FAULT_ENV = "SHARDFUZZ_TEST_FAULT"  # test-only: inject faults into every program (see fuzz.faults.hook_from_spec)
@@ -73,7 +73,7 @@ class _Stop:
 
     def _handle(self, signum, frame) -> None:
         self.name = self.name or signal.Signals(signum).name
-        if not self.wrapping_up:
+        if not self.wrapping_up and not INTERRUPTS.defer(signal.Signals(signum).name):
             raise KeyboardInterrupt(signal.Signals(signum).name)
 
     def wrap_up(self) -> None:

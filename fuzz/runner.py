@@ -14,6 +14,7 @@ from fuzz.execute import Worker
 from fuzz.reference import evaluate
 from fuzz.render import render
 from fuzz.typecheck import ProgramError, check_program
+from fuzz.util import INTERRUPTS
 from oracles.common import Finding
 
 HISTORY = 6  # earlier programs kept per worker, to find the shortest history a crash needs
@@ -131,7 +132,8 @@ class Runner:
         if outcome["status"] == "ok":
             t0 = time.perf_counter()
             try:
-                reference = evaluate(program)
+                with INTERRUPTS.deferred():  # JAX in this process: a stop signal waits until it is done
+                    reference = evaluate(program)
             except Exception as e:  # the reference refused a program the generator made: our bug
                 self.stats.invalid += 1
                 found.append(Finding("reference", type(e).__name__, str(e)))
