@@ -26,7 +26,7 @@ from fuzz.reduce import reduce_program
 from fuzz.render import render
 from fuzz.runner import Runner
 from fuzz.typecheck import ProgramError
-from oracles.common import Finding, same_finding
+from oracles.common import LABELLED, Finding, same_finding
 from strategies.programs import programs
 
 ROUND = 100  # Hypothesis examples per round (a round ends early when a finding is shrunk)
@@ -131,7 +131,7 @@ class Campaign:
         self.started = time.time()  # wall clock (seconds since the epoch) of the campaign's start
         self.records: dict = {}
         self.pending: list = []  # signatures waiting for reduction (see reduce_pending)
-        self.reducing = False
+        self.reducing: str | None = None  # the signature being reduced
         self.corpus = dict(corpus_signatures or {})
         self.known_hits: Counter = Counter()  # corpus signatures seen, and how often
         self.known_seconds = 0.0  # worker + reference seconds of programs that hit a corpus signature
@@ -150,17 +150,27 @@ class Campaign:
         found, source = self.runner.run(program)
         if any(f.signature in self.corpus for f in found):
             self.known_seconds += time.monotonic() - t0
+        shrinking = self.reducing or self.target
         for f in found:
             if f.signature in self.corpus:
                 self.known_hits[f.signature] += 1
             elif f.signature in self.records:
                 self.records[f.signature].count += 1
+            elif shrinking in self.records and self._is_shrinking(f, self.records[shrinking].finding):
+                # the finding being shrunk or reduced, under the signature of a smaller program
+                self.records[shrinking].count += 1
             else:
                 self.record(f, program, source)
             if self.stop_when is not None and self.matched is None and self.stop_when(f, program):
                 self.matched = (time.monotonic() - self.start, f)
                 self.stopped = True
         return found
+
+    @staticmethod
+    def _is_shrinking(found: Finding, shrunk: Finding) -> bool:
+        """Whether ``found`` is the value finding being shrunk: value signatures name what the
+        program uses, which shrinking changes (oracles.common.value_signature)."""
+        return found.oracle in LABELLED and same_finding(found, shrunk.signature, shrunk.oracle, shrunk.kind)
 
     def record(self, finding: Finding, program: dict, source: str) -> Record:
         """Record a new distinct finding (seen once): keep it, append it to the findings file, call ``on_finding``.
@@ -226,7 +236,8 @@ class Campaign:
             self.target = new[0].signature
             self.target_start = now
             self.defer(f.signature for f in new[1:])
-        hit = [f for f in new if f.signature == self.target]
+        hit = [f for f in new if f.signature == self.target
+               or (self.target in self.records and self._is_shrinking(f, self.records[self.target].finding))]
         if hit:
             rec = self.records[self.target]
             if len(json.dumps(program)) <= len(json.dumps(rec.program)):
@@ -333,14 +344,14 @@ class Campaign:
 
         deadline = deadline or self.start + self.seconds + self.shrink_seconds
         budget = min(REDUCE_SECONDS, max(1.0, deadline - time.monotonic()))
-        self.reducing = True
+        self.reducing = signature
         try:
             r = reduce_program(rec.program, lambda p, c: show(p, c) is not None, want.call,
                                max_runs=REDUCE_RUNS, max_seconds=budget, caps=self.caps)
         except (ProgramError, ValueError):  # a program this release cannot render: keep it as found
             return signature
         finally:
-            self.reducing = False
+            self.reducing = None
         final = show(r.program, r.call)
         if final is None:  # flaky: keep the program as found
             return signature

@@ -88,3 +88,26 @@ def test_one_wrong_value_bug_has_one_signature_however_its_transforms_nest():
     assert a == value_signature("differential", "wrong-shape", nested, [0])
     assert a != value_signature("differential", "wrong-value", at_call, [0])
     assert "all_to_all" in a and "vmap" in a
+
+
+def test_a_wrong_value_bug_reduces_to_one_record():
+    """vmap of all_to_all on a closed-over operand gives the wrong shape (corpus/differential-83bfe5218ca5.json):
+    while it is reduced, its smaller programs carry other value signatures, which must not become new findings."""
+    import time
+
+    inner = fn(["a"], [eqn("all_to_all", ["x0"], ["v"], axes=["i"], split_axis=0, concat_axis=0),
+                       eqn("sin", ["a"], ["s"]), eqn("mul", ["s", "s"], ["m"])], ["v", "m"])
+    vmap_i = {"kind": "vmap", "in_axes": [0], "out_axes": [0, 0], "axis_name": "i", "spmd_axis_name": None}
+    body = fn(["b"], [eqn("call", ["b"], ["w", "z"], transforms=[JIT, vmap_i], fn=inner), eqn("cos", ["z"], ["c"])],
+              ["w", "c"])
+    p = program(inputs=[("x0", (2,), 0)], functions={"f0": body}, calls=[call("f0", [JIT], ["x0"])])
+    c = Campaign(seconds=3600, determinism=False)
+    c.start = time.monotonic()
+    try:
+        [f] = [f for f in c.run_program(p) if f.oracle == "differential"]
+        sig = c.reduce(f.signature)
+    finally:
+        c.close()
+    assert list(c.records) == [sig]
+    assert sig == "differential: wrong-shape: all_to_all+capture+vmap+vmap_axis_name"
+    assert c.records[sig].reduced and c.records[sig].count > 1  # smaller programs were counted, not recorded
