@@ -36,6 +36,8 @@ class Finding:
 
 
 _PATTERNS = [
+    # where JAX says the error occurred: a file and line of the program or of JAX, not the bug
+    (re.compile(r"(This error occurs at source:).*"), r"\1 …"),
     (re.compile(r"\b([Pp]rimitive) \w+"), r"\1 …"),  # "Primitive add requires ..." is one bug for any primitive
     (re.compile(r"\b(axis names?:?|axis:) \w+"), r"\1 …"),  # "axis name x", "with axis: y of type ..."
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
