@@ -246,7 +246,8 @@ def _run_with_progress(campaign, console, seconds, max_examples, stop) -> tuple:
         task = progress.add_task("fuzz", total=total, programs=0, rate=0.0, findings=0)
         campaign.on_progress = update
         try:
-            report = campaign.run()
+            with INTERRUPTS.deferred():  # a stop signal is raised at a safe point only
+                report = campaign.run()
         except KeyboardInterrupt:
             stop.wrap_up()
             console.print(f"interrupted ({stop.name or 'SIGINT'}): writing what was found so far")

@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from fuzz.util import INTERRUPTS
+
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 STARTUP_TIMEOUT = 120.0  # seconds: importing JAX on a loaded 2-core machine
 PARENT_ENV = "SHARDFUZZ_PARENT_PID"  # read by fuzz/worker.py (guard_parent)
@@ -129,7 +131,8 @@ class Worker:
 
     def _next(self, timeout: float):
         try:
-            line = self.lines.get(timeout=timeout)
+            with INTERRUPTS.allowed():  # a safe point for a stop signal (see fuzz.util.INTERRUPTS)
+                line = self.lines.get(timeout=timeout)
         except queue.Empty:
             return "timeout"
         return None if line is None else json.loads(line)
