@@ -29,21 +29,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fuzz.maintain import program_lines  # noqa: E402
+from fuzz.maintain import matches as maintain_matches, program_lines  # noqa: E402
 from fuzz.program import load_entry  # noqa: E402
 from fuzz.reduce import reduce_program  # noqa: E402
 from fuzz.runner import Runner  # noqa: E402
 from fuzz.util import atomic_write_text  # noqa: E402
-from oracles.common import normalize  # noqa: E402
 
 
 def matches(finding, entry: dict, exact: bool) -> bool:
-    """Whether a finding is the entry's: same signature, or (unless ``exact``) same oracle,
-    kind and normalized message."""
-    if finding.signature == entry["signature"]:
-        return True
-    return not exact and (finding.oracle, finding.kind, normalize(finding.message)) == (
-        entry["oracle"], entry["kind"], normalize(entry["message"]))
+    """Whether a finding is the entry's: the same signature if ``exact``, else as
+    ``shardfuzz reduce`` decides (:func:`fuzz.maintain.matches`)."""
+    return finding.signature == entry["signature"] if exact else maintain_matches(finding, entry)
 
 
 def finding_call(runner: Runner, entry: dict, exact: bool):
