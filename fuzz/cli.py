@@ -78,6 +78,7 @@ class _Stop:
 
     def wrap_up(self) -> None:
         self.wrapping_up = True
+        INTERRUPTS.pending = None  # (handled: ``name`` keeps it for the report)
 
 
 def _unwritable(directory: str) -> str:
@@ -179,20 +180,23 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
                                 corpus_signatures=corpus_signatures)
         except WorkerError as e:
             _fail(f"{e} Pass --python with an interpreter that has jax installed.")
-    problem = unsupported(campaign.caps)
-    if problem:
-        campaign.close()
-        _fail(problem)
-    console.print(f"shardfuzz: JAX {campaign.caps['jax_version']} (jaxlib {campaign.caps['jaxlib_version']}), "
-                  f"{campaign.caps['n_devices']} host CPU devices; findings go to {findings_path} as found",
-                  markup=False, highlight=False, soft_wrap=True)
-    if seed is not None and database:
-        console.print(f"shardfuzz: --seed {seed}: examples are saved to {database} but not replayed, "
-                      f"so that the campaign repeats", markup=False, highlight=False, soft_wrap=True)
-    if hook is not None:
-        console.print(f"shardfuzz: {FAULT_ENV} is set: faults are injected (for tests only)", markup=False,
-                      soft_wrap=True)
-    report, error = _run_with_progress(campaign, console, seconds, max_examples, stop)
+    # From here a stop signal waits for a safe point of the campaign (which then reports what it has),
+    # also while the start is announced: a signal right after the announcement must not lose the report.
+    with INTERRUPTS.deferred():
+        problem = unsupported(campaign.caps)
+        if problem:
+            campaign.close()
+            _fail(problem)
+        console.print(f"shardfuzz: JAX {campaign.caps['jax_version']} (jaxlib {campaign.caps['jaxlib_version']}), "
+                      f"{campaign.caps['n_devices']} host CPU devices; findings go to {findings_path} as found",
+                      markup=False, highlight=False, soft_wrap=True)
+        if seed is not None and database:
+            console.print(f"shardfuzz: --seed {seed}: examples are saved to {database} but not replayed, "
+                          f"so that the campaign repeats", markup=False, highlight=False, soft_wrap=True)
+        if hook is not None:
+            console.print(f"shardfuzz: {FAULT_ENV} is set: faults are injected (for tests only)", markup=False,
+                          soft_wrap=True)
+        report, error = _run_with_progress(campaign, console, seconds, max_examples, stop)
     report["interrupted"] = stop.name
     if report_path:
         _write_report(report, report_path, state_dir, console)
