@@ -40,7 +40,7 @@ class Stats:
     rejected: int = 0          # programs on which JAX raised (internal-error findings)
     generated_rejected: int = 0  # of those, programs drawn fresh (the rate of JAX exceptions per program)
     invalid: int = 0           # programs our own type checker or reference refused: generator bugs
-    worker_seconds: float = 0.0
+    worker_seconds: float = 0.0  # seconds spent waiting for the workers (the reference overlaps their runs)
     reference_seconds: float = 0.0
     features: Counter = field(default_factory=Counter)
     depths: Counter = field(default_factory=Counter)
@@ -103,7 +103,13 @@ class Runner:
         t0 = time.perf_counter()
         if self.lowerer is not None:
             self.lowerer.submit(source, "only")
-        outcome = self.worker.run(source, timeout, lower=lower)
+        self.worker.submit(source, lower=lower)
+        # The reference runs in this process while the workers run the program (a second
+        # core is used instead of waiting); it is used only if the program ran.
+        t_ref = time.perf_counter()
+        reference, reference_error = self._reference(program)
+        t0 += time.perf_counter() - t_ref  # (worker_seconds: the time spent waiting for the workers)
+        outcome = self.worker.collect(timeout)
         other = self.lowerer.collect(timeout) if self.lowerer is not None else None
         history = list(self.history)
         earlier_programs = list(self.history_programs)
@@ -128,16 +134,12 @@ class Runner:
                 other = again if again["status"] == "ok" else None
         self.stats.worker_seconds += time.perf_counter() - t0
         self.recycle()
-        reference = None
         found = []
-        if outcome["status"] == "ok":
-            t0 = time.perf_counter()
-            try:
-                reference = evaluate(program)
-            except Exception as e:  # the reference refused a program the generator made: our bug
-                self.stats.invalid += 1
-                found.append(Finding("reference", type(e).__name__, str(e)))
-            self.stats.reference_seconds += time.perf_counter() - t0
+        if outcome["status"] != "ok":
+            reference = None
+        elif reference_error is not None:  # the reference refused a program the generator made: our bug
+            self.stats.invalid += 1
+            found.append(Finding("reference", type(reference_error).__name__, str(reference_error)))
         found += oracles.judge(program, outcome, reference, other,
                                seeds=(self.worker.hash_seed, self.lowerer.hash_seed if self.lowerer else None))
         if outcome["status"] != "ok":
@@ -155,6 +157,16 @@ class Runner:
         if any(f.oracle == "internal-error" for f in found):
             self.stats.rejected += 1
         return found, source
+
+    def _reference(self, program: dict) -> tuple:
+        """(reference results or None, the exception the reference raised or None); times it."""
+        t0 = time.perf_counter()
+        try:
+            return evaluate(program), None
+        except Exception as e:
+            return None, e
+        finally:
+            self.stats.reference_seconds += time.perf_counter() - t0
 
     @staticmethod
     def same_failure(again: dict, outcome: dict) -> bool:
