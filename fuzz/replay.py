@@ -70,7 +70,6 @@ def replay_entry(entry: dict, runner: Runner, path: str = "") -> Replay:
             return Replay(path, entry["signature"], entry["status"], NOT_APPLICABLE, recorded, why)
     runner.worker.restart()
     runner.history.clear()
-    runner.history_programs.clear()
     for program in entry.get("history", []):
         runner.run(program)
     found, _ = runner.run(entry["program"])

@@ -71,8 +71,7 @@ class Runner:
             self.worker.kill()
             raise
         self.caps = self.worker.caps
-        self.history: deque = deque(maxlen=HISTORY)  # sources of the worker's last programs
-        self.history_programs: deque = deque(maxlen=HISTORY)  # the same programs (for a corpus entry's history)
+        self.history: deque = deque(maxlen=HISTORY)  # (source, program) of the worker's last programs
         self.stats = Stats()
 
     def run(self, program: dict) -> tuple:
@@ -111,15 +110,13 @@ class Runner:
         t0 += time.perf_counter() - t_ref  # (worker_seconds: the time spent waiting for the workers)
         outcome = self.worker.collect(timeout)
         other = self.lowerer.collect(timeout) if self.lowerer is not None else None
-        history = list(self.history)
-        earlier_programs = list(self.history_programs)
-        self.history.append(source)
-        self.history_programs.append(program)
+        history = [src for src, _ in self.history]
+        earlier_programs = [p for _, p in self.history]
+        self.history.append((source, program))
         lowering_note = ""
         if outcome["status"] != "ok":
             outcome["history"] = self.confirm(source, outcome, history, timeout, lower)
             self.history.clear()
-            self.history_programs.clear()
             if outcome["history"] is None:
                 self._unconfirmed("execute", outcome)
                 self.stats.worker_seconds += time.perf_counter() - t0
@@ -220,7 +217,6 @@ class Runner:
                 w.restart()
                 if w is self.worker:
                     self.history.clear()
-                    self.history_programs.clear()
 
     def close(self) -> None:
         """Kill the workers (and anything they started)."""
