@@ -176,3 +176,17 @@ def test_determinism_oracle_fires_across_hash_seeds_and_not_within_one():
     assert (f.oracle, f.kind) == ("determinism", "cross-process")
     assert "@@" in f.details and "jit_" in f.details  # a unified diff of the module names
     assert oracles.determinism.judge(program, mine, renamed)  # the name is in the lowering
+
+
+def test_a_call_that_raises_does_not_stop_the_others_from_being_judged(worker):
+    """Each call is judged on its own: call 0 raises in JAX, call 1's wrong value is still found."""
+    p = psum_program()
+    src = render(p, worker.caps)
+    assert src.count("out_specs=(P(),)") == 2
+    broken = src.replace("out_specs=(P(),)", "out_specs=(P('nonexistent_axis'),)", 1)  # call 0 only
+    out = worker.run(broken, timeout=120)
+    assert out["status"] == "ok"
+    ref = evaluate(p)
+    ref["results"][1][0] = ref["results"][1][0] + 0.5
+    found = oracles.judge(p, out, ref)
+    assert sorted((f.oracle, f.call) for f in found) == [("differential", 1), ("internal-error", 0)]
