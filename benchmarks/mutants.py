@@ -40,7 +40,8 @@ class Mutant:
     wrong, one line; ``composition``: the programs under which it is wrong (elsewhere the
     rule behaves); ``apply()``: patch JAX (already imported), return an undo function;
     ``check()`` / ``expected()``: the tiny check's value (a float32 NumPy array) and the
-    value unpatched JAX gives.
+    value unpatched JAX gives; ``control()`` / ``control_expected()``: the same op in another
+    composition, whose value the mutant leaves right (it is wrong only where it says).
     """
 
     name: str
@@ -51,6 +52,8 @@ class Mutant:
     apply: Callable[[], Callable[[], None]]
     check: Callable[[], "object"]
     expected: Callable[[], "object"]
+    control: Callable[[], "object"]
+    control_expected: Callable[[], "object"]
 
 
 # ------------------------------------------------------------------ patch helpers
@@ -397,7 +400,6 @@ def _check_shard_map_transpose_nodiv():
 
 def _apply_pvary_transpose_mean():
     from jax._src import core
-    from jax._src.lax import parallel as par
 
     def make(orig):
         def rule(cts, arg, *, axes):
@@ -472,6 +474,142 @@ def _check_io_callback_dce_unordered():
     return np.asarray(seen, np.float32)
 
 
+# ------------------------------------------------------------------ controls: the same ops, other compositions
+
+def _control_ppermute_batch_inverse():  # a ppermute over a mesh axis in shard_map: no batching rule
+    import jax
+    import numpy as np
+    from jax.sharding import PartitionSpec as P
+
+    perm = [(j, (j + 1) % 4) for j in range(4)]
+    f = jax.jit(jax.shard_map(lambda x: jax.lax.ppermute(x, "a", perm=perm), mesh=_mesh((4,), ("a",)),
+                              in_specs=P("a"), out_specs=P("a")))
+    return np.asarray(f(np.arange(4, dtype=np.float32)))
+
+
+def _control_ppermute_transpose_forward():  # a shift of 2 on 4 is its own inverse
+    import jax
+    import numpy as np
+
+    perm = [(j, (j + 2) % 4) for j in range(4)]
+    g = jax.vmap(jax.grad(lambda x, w: w * jax.lax.ppermute(x, "i", perm=perm)), axis_name="i")
+    return np.asarray(g(np.ones(4, np.float32), np.arange(1, 5, dtype=np.float32)))
+
+
+def _control_all_gather_batch_interleave():  # an untiled (stacking) all_gather over the vmap axis
+    import jax
+    import numpy as np
+
+    f = jax.vmap(lambda x: jax.lax.all_gather(x, "i", axis=0, tiled=False), axis_name="i")
+    return np.asarray(f(np.arange(8, dtype=np.float32).reshape(4, 2)))
+
+
+def _control_all_gather_transpose_mean():  # the transpose of a tiled all_gather
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    g = jax.vmap(jax.grad(lambda x, w: jnp.sum(w * jax.lax.all_gather(x, "i", axis=0, tiled=True))),
+                 axis_name="i")
+    return np.asarray(g(np.ones((4, 1), np.float32), np.arange(16, dtype=np.float32).reshape(4, 4)))
+
+
+def _control_psum_scatter_transpose_axis0():  # scatter_dimension 0
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    g = jax.vmap(jax.grad(lambda x, w: jnp.sum(w * jax.lax.psum_scatter(x, "i", scatter_dimension=0, tiled=True))),
+                 axis_name="i")
+    return np.asarray(g(np.ones((4, 4, 2), np.float32), np.arange(8, dtype=np.float32).reshape(4, 1, 2)))
+
+
+def _control_ppermute_lowering_multigroup():  # a one-axis mesh: one replica group
+    import jax
+    import numpy as np
+    from jax.sharding import PartitionSpec as P
+
+    perm = [(j, (j + 1) % 4) for j in range(4)]
+    f = jax.jit(jax.shard_map(lambda x: jax.lax.ppermute(x, "a", perm=perm), mesh=_mesh((4,), ("a",)),
+                              in_specs=P("a"), out_specs=P("a")))
+    return np.asarray(f(np.arange(4, dtype=np.float32)))
+
+
+def _control_psum_lowering_two_axes():  # a psum over one of two mesh axes
+    import jax
+    import numpy as np
+    from jax.sharding import PartitionSpec as P
+
+    f = jax.jit(jax.shard_map(lambda x: jax.lax.psum(x, "b"), mesh=_mesh((2, 4), ("a", "b")),
+                              in_specs=P("a", "b"), out_specs=P("a")))
+    return np.asarray(f(np.arange(8, dtype=np.float32).reshape(2, 4)))
+
+
+def _control_psum_batch_unbatched_multi():  # the same unbatched value, psum over the vmap axis alone
+    import jax
+    import numpy as np
+
+    def outer(x):
+        inner = jax.vmap(lambda y: jax.lax.psum(x, "j") + 0 * y, axis_name="j")
+        return inner(np.zeros(4, np.float32))
+    return np.asarray(jax.vmap(outer, axis_name="i")(np.arange(1, 3, dtype=np.float32)))
+
+
+def _control_all_to_all_batch_interleave():  # split_axis 0, concat_axis 1
+    import jax
+    import numpy as np
+
+    f = jax.vmap(lambda x: jax.lax.all_to_all(x, "i", 0, 1, tiled=True), axis_name="i")
+    return np.asarray(f(np.arange(8, dtype=np.float32).reshape(2, 2, 2)))
+
+
+def _control_shard_map_transpose_nodiv():  # the same shard_map with check_vma on
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import PartitionSpec as P
+
+    f = jax.shard_map(lambda b: jax.lax.psum(b * b, "a"), mesh=_mesh((4,), ("a",)), in_specs=P("a"),
+                      out_specs=P(), check_vma=True)
+    return np.asarray(jax.grad(lambda x: jnp.sum(f(x)))(np.arange(4, dtype=np.float32)))
+
+
+def _control_pvary_transpose_mean():  # both arguments varying: no pvary to transpose
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import PartitionSpec as P
+
+    f = jax.shard_map(lambda w, b: w * b, mesh=_mesh((4,), ("a",)), in_specs=(P("a"), P("a")), out_specs=P("a"))
+    g = jax.grad(lambda w, x: jnp.sum(f(w, x)))
+    return np.asarray(g(np.ones(4, np.float32), np.arange(4, dtype=np.float32)))
+
+
+def _control_io_callback_batch_reversed():  # a returning io_callback under jit, not vmap
+    import jax
+    import numpy as np
+    from jax.experimental import io_callback
+
+    def f(x):
+        return io_callback(lambda v: np.asarray(v) * 2, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+    return np.asarray(jax.jit(f)(np.arange(4, dtype=np.float32)))
+
+
+def _control_io_callback_dce_unordered():  # an ordered io_callback without a result under jit
+    import jax
+    import numpy as np
+    from jax.experimental import io_callback
+
+    seen = []
+
+    def f(x):
+        io_callback(lambda v: seen.append(float(np.sum(v))), None, x, ordered=True)
+        return x + 1
+    jax.block_until_ready(jax.jit(f)(np.arange(4, dtype=np.float32)))
+    jax.effects_barrier()
+    return np.asarray(seen, np.float32)
+
+
 def _expect(values) -> Callable:
     def expected():
         import numpy as np
@@ -484,71 +622,84 @@ MUTANTS = [
     Mutant("ppermute_batch_inverse", "batching", "lax/parallel.py _ppermute_batcher (fancy_primitive_batchers)",
            "a ppermute over a vmap axis moves each example the inverse way",
            "vmap(axis_name=i) with ppermute over 'i' alone, axis size >= 3 and a shift that is not its own inverse",
-           _apply_ppermute_batch_inverse, _check_ppermute_batch_inverse, _expect([3, 0, 1, 2])),
+           _apply_ppermute_batch_inverse, _check_ppermute_batch_inverse, _expect([3, 0, 1, 2]),
+           _control_ppermute_batch_inverse, _expect([3, 0, 1, 2])),
     Mutant("ppermute_transpose_forward", "transpose", "lax/parallel.py _ppermute_transpose_rule (primitive_transposes)",
            "the transpose of ppermute sends the cotangent along the forward permutation, not its inverse",
            "grad / vjp through a ppermute (over a mesh or vmap axis) of size >= 3, a shift that is not its own "
            "inverse, and a cotangent that differs between devices / examples",
-           _apply_ppermute_transpose_forward, _check_ppermute_transpose_forward, _expect([2, 3, 4, 1])),
+           _apply_ppermute_transpose_forward, _check_ppermute_transpose_forward, _expect([2, 3, 4, 1]),
+           _control_ppermute_transpose_forward, _expect([3, 4, 1, 2])),
     Mutant("all_gather_batch_interleave", "batching",
            "lax/parallel.py _all_gather_batched_collective (fancy_primitive_batchers)",
            "a tiled all_gather over a vmap axis interleaves the examples' elements instead of concatenating blocks",
            "vmap(axis_name=i) with all_gather(tiled=True) over 'i' of a value whose gathered dim is > 1",
            _apply_all_gather_batch_interleave, _check_all_gather_batch_interleave,
-           _expect([list(range(8))] * 4)),
+           _expect([list(range(8))] * 4),
+           _control_all_gather_batch_interleave, _expect([[[0, 1], [2, 3], [4, 5], [6, 7]]] * 4)),
     Mutant("all_gather_transpose_mean", "transpose", "lax/parallel.py _all_gather_transpose_rule (primitive_transposes)",
            "the transpose of an untiled all_gather averages the cotangents instead of summing them",
            "grad / vjp through all_gather(tiled=False) over an axis of size >= 2",
-           _apply_all_gather_transpose_mean, _check_all_gather_transpose_mean, _expect([24, 28, 32, 36])),
+           _apply_all_gather_transpose_mean, _check_all_gather_transpose_mean, _expect([24, 28, 32, 36]),
+           _control_all_gather_transpose_mean, _expect([[24], [28], [32], [36]])),
     Mutant("psum_scatter_transpose_axis0", "transpose",
            "lax/parallel.py _reduce_scatter_transpose_rule (primitive_transposes)",
            "the transpose of psum_scatter gathers the cotangent along dim 0 and reshapes, instead of along the "
            "scatter dimension",
            "grad / vjp through psum_scatter with scatter_dimension >= 1 and a dim > 1 before it, axis size >= 2",
            _apply_psum_scatter_transpose_axis0, _check_psum_scatter_transpose_axis0,
-           _expect([[[0, 2, 4, 6], [1, 3, 5, 7]]] * 4)),
+           _expect([[[0, 2, 4, 6], [1, 3, 5, 7]]] * 4),
+           _control_psum_scatter_transpose_axis0, _expect([[[0, 1], [2, 3], [4, 5], [6, 7]]] * 4)),
     Mutant("ppermute_lowering_multigroup", "lowering", "lax/parallel.py _ppermute_lowering (mlir._lowerings)",
            "ppermute lowers with the inverse permutation when there are several replica groups",
            "ppermute inside shard_map over one axis of a mesh whose other axes make >= 2 groups, axis size >= 3, "
            "a shift that is not its own inverse",
            _apply_ppermute_lowering_multigroup, _check_ppermute_lowering_multigroup,
-           _expect([[3, 0, 1, 2], [7, 4, 5, 6]])),
+           _expect([[3, 0, 1, 2], [7, 4, 5, 6]]),
+           _control_ppermute_lowering_multigroup, _expect([3, 0, 1, 2])),
     Mutant("psum_lowering_two_axes", "lowering",
            "lax/parallel.py _allreduce_lowering for psum_p and psum_invariant_p (mlir._lowerings)",
            "a psum over two or more mesh axes lowers to an all-reduce over all but the last of them",
            "psum / pmean over two manual mesh axes, the last of size >= 2, inside shard_map",
-           _apply_psum_lowering_two_axes, _check_psum_lowering_two_axes, _expect([[28.0]])),
+           _apply_psum_lowering_two_axes, _check_psum_lowering_two_axes, _expect([[28.0]]),
+           _control_psum_lowering_two_axes, _expect([[6], [22]])),
     Mutant("psum_batch_unbatched_multi", "batching",
            "lax/parallel.py _constant_reduction via _batched_reduction_collective (fancy_primitive_batchers)",
            "a psum over a vmap axis and another axis of a value the vmap does not batch forgets the vmap axis' size",
            "psum / pmean over ('vmap axis', another axis) of a value unbatched by that vmap (in_axes=None or a "
            "capture), vmap size >= 2",
-           _apply_psum_batch_unbatched_multi, _check_psum_batch_unbatched_multi, _expect([[12] * 4] * 2)),
+           _apply_psum_batch_unbatched_multi, _check_psum_batch_unbatched_multi, _expect([[12] * 4] * 2),
+           _control_psum_batch_unbatched_multi, _expect([[4] * 4, [8] * 4])),
     Mutant("all_to_all_batch_interleave", "batching",
            "lax/parallel.py _all_to_all_batched_collective (fancy_primitive_batchers)",
            "a tiled all_to_all over a vmap axis with split_axis == concat_axis interleaves the received chunks",
            "vmap(axis_name=i) with all_to_all over 'i', split_axis == concat_axis, split dim > the axis size",
            _apply_all_to_all_batch_interleave, _check_all_to_all_batch_interleave,
-           _expect([[0, 1, 4, 5], [2, 3, 6, 7]])),
+           _expect([[0, 1, 4, 5], [2, 3, 6, 7]]),
+           _control_all_to_all_batch_interleave, _expect([[[0, 1, 4, 5]], [[2, 3, 6, 7]]])),
     Mutant("shard_map_transpose_nodiv", "shard_map", "shard_map.py _shard_map_transpose (primitive_transposes)",
            "with check_vma=False the cotangent of an output replicated over unmentioned manual axes is not divided "
            "by their size",
            "grad / vjp through shard_map(check_vma=False) whose out_specs leave a manual axis of size >= 2 "
            "unmentioned",
-           _apply_shard_map_transpose_nodiv, _check_shard_map_transpose_nodiv, _expect([0, 2, 4, 6])),
+           _apply_shard_map_transpose_nodiv, _check_shard_map_transpose_nodiv, _expect([0, 2, 4, 6]),
+           _control_shard_map_transpose_nodiv, _expect([0, 2, 4, 6])),
     Mutant("pvary_transpose_mean", "vma", "lax/parallel.py _pvary_transpose_rule (primitive_transposes)",
            "the transpose of pvary (the implicit unvarying->varying cast) averages over the axes instead of summing",
            "grad / vjp through shard_map(check_vma=True) where a value unvarying over a manual axis of size >= 2 "
            "meets a varying one",
-           _apply_pvary_transpose_mean, _check_pvary_transpose_mean, _expect([6.0])),
+           _apply_pvary_transpose_mean, _check_pvary_transpose_mean, _expect([6.0]),
+           _control_pvary_transpose_mean, _expect([0, 1, 2, 3])),
     Mutant("io_callback_batch_reversed", "callback", "callback.py io_callback_batching_rule (fancy_primitive_batchers)",
            "under vmap, the results of a returning io_callback come back in reverse example order",
            "vmap (batch >= 2) of an io_callback that returns a value, examples that differ",
-           _apply_io_callback_batch_reversed, _check_io_callback_batch_reversed, _expect([0, 2, 4, 6])),
+           _apply_io_callback_batch_reversed, _check_io_callback_batch_reversed, _expect([0, 2, 4, 6]),
+           _control_io_callback_batch_reversed, _expect([0, 2, 4, 6])),
     Mutant("io_callback_dce_unordered", "callback", "interpreters/partial_eval.py dce_rules[io_callback_p]",
            "an unordered io_callback whose results nobody uses is removed by dead-code elimination",
            "jit (or another staging that runs DCE) around an unordered io_callback without a result",
-           _apply_io_callback_dce_unordered, _check_io_callback_dce_unordered, _expect([6.0])),
+           _apply_io_callback_dce_unordered, _check_io_callback_dce_unordered, _expect([6.0]),
+           _control_io_callback_dce_unordered, _expect([6.0])),
 ]
 BY_NAME = {m.name: m for m in MUTANTS}
 
@@ -566,8 +717,9 @@ def apply(name: str) -> Callable[[], None]:
 def run_checks(names=None) -> list:
     """Every tiny check unpatched, patched, and unpatched again (after undo), in this process.
 
-    Returns one dict per mutant: ``name``, ``expected``, ``unpatched``, ``patched``,
-    ``undone`` (nested lists of floats, or ``{"error": message}`` where the check raised).
+    Then the control check, patched. Returns one dict per mutant: ``name``, ``expected``,
+    ``unpatched``, ``patched``, ``undone``, ``control_expected``, ``control_patched`` (nested
+    lists of floats, or ``{"error": message}`` where a check raised).
     JAX caches are cleared around each patch (``jax.clear_caches``) so a compiled
     function from one state is not reused in the other.
     """
@@ -593,6 +745,14 @@ def run_checks(names=None) -> list:
             undo()
             jax.clear_caches()
         row["undone"] = value(m.check)
+        row["control_expected"] = value(m.control_expected)
+        undo = m.apply()
+        jax.clear_caches()
+        try:
+            row["control_patched"] = value(m.control)
+        finally:
+            undo()
+            jax.clear_caches()
         rows.append(row)
     return rows
 

@@ -1,0 +1,506 @@
+"""Seeded-bug benchmark: how long a default campaign takes to find a wrong-value bug planted in JAX.
+
+    python benchmarks/seeded.py                                   # every mutant, seeds 1 2 3, 300 s each
+    python benchmarks/seeded.py --mutants ppermute_batch_inverse --seeds 1 --seconds 180
+    python benchmarks/seeded.py --seeds 1 --seconds 180 --out seeded.json   # resumable: done runs are skipped
+    python benchmarks/seeded.py --exposure 1000 --out seeded.json # how often the generator draws each composition
+    python benchmarks/seeded.py --list
+
+The mutants are in ``benchmarks/mutants.py`` (each a small monkeypatch of one rule of JAX
+0.10.2, wrong only under one composition, with a tiny check that shows it live; run
+``python benchmarks/mutants.py --check``).
+
+**How the worker is patched.** ``shardfuzz run --python PY`` starts its workers as
+``PY -u <fuzz/worker.py>`` (``fuzz.execute.Worker._start``). For each mutant this script
+writes, in a temporary directory, a shell script ``worker-<mutant>.sh`` that runs
+``<this python> -u boot.py <mutant> "$@"``; ``boot.py`` loads ``fuzz/worker.py`` as a
+module (its ``__main__`` guard does not fire), wraps the worker's ``capabilities(jax)``
+so that the mutant is applied right after the worker has imported JAX (after the worker
+has set up its parent-death guard, before it measures its release rules and says hello),
+and calls the worker's ``main()``. Only the worker processes (execute and lowering) run
+the mutant; the campaign's unsharded reference runs in the shardfuzz process with the
+unpatched JAX, so a mutant that changes a sharded value shows as a ``differential``,
+``metamorphic`` or ``callbacks`` finding. Nothing in ``fuzz/`` is changed.
+
+**Each run** is ``shardfuzz run --seed S --time T --database '' --corpus <repo>/corpus
+--report ... --python <wrapper>`` (determinism on unless ``--no-determinism``), started
+in a temporary directory (its findings file stays there). The end-of-campaign reduction
+may run past T; the run is stopped with SIGTERM (the report is still written) ``--grace``
+seconds after T (counted from the workers' start), since only findings first seen by T count.
+
+**Which findings are the mutant's** (decided here, not by a control campaign: two
+campaigns with one seed part ways at the first program whose outcome differs, so the
+findings of a control run are not comparable one by one). Every finding of the report
+whose oracle can be replayed (all but crash, hang and determinism) is run again, its
+reduced ``program`` as reported, in a fresh worker with the mutant and one without: the
+finding is *caused* by the mutant when it shows again with the mutant (same oracle and
+kind on the same call, ``fuzz.maintain.matches``) and not without. The *time to detect*
+is the smallest ``first_seconds`` (seconds into the campaign when the finding was first
+seen) of a caused finding of a value oracle (differential, metamorphic, callbacks) with
+``first_seconds <= T``; caused internal errors are recorded too but do not count.
+
+**Exposure** (``--exposure N``): N programs drawn by the generator
+(``strategies.programs``, Hypothesis' random phase, no JAX run) are type-checked and
+searched for each mutant's composition (:data:`EXPOSURE`: a static, necessary condition
+such as "a ppermute over a vmap axis of size >= 3 with a shift that is not its own
+inverse"); the share of programs that contain it says whether a silent mutant is a blind
+spot of the generator or of the oracles.
+
+Output: a table on stdout (mutant, detected on k of n seeds, median seconds to detect,
+exposure) and, with ``--out``, a JSON file written atomically after every run
+(``fuzz.util.atomic_write_text``) with each run's findings, their attribution and the
+report's feature counts. With ``--out``, runs already in the file (same mutant, seed,
+seconds and determinism) are skipped, so an interrupted benchmark resumes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(BENCH))
+
+import mutants  # noqa: E402
+from fuzz.util import atomic_write_text  # noqa: E402
+
+VALUE_ORACLES = ("differential", "metamorphic", "callbacks")
+NOT_REPLAYED = ("crash", "hang", "determinism", "generator", "reference")
+STARTUP_ALLOWANCE = 90.0  # seconds: starting two JAX workers on a loaded 2-core machine
+
+BOOT = '''\
+"""Run shardfuzz's worker with a seeded mutant of JAX applied (written by benchmarks/seeded.py)."""
+import importlib.util
+import sys
+
+mutant, args = sys.argv[1], sys.argv[2:]
+script = next(a for a in args if not a.startswith("-"))
+sys.path.insert(0, {bench!r})
+import mutants  # noqa: E402  (standard library, NumPy and JAX only)
+del sys.path[0]
+
+spec = importlib.util.spec_from_file_location("shardfuzz_worker", script)
+worker = importlib.util.module_from_spec(spec)
+sys.argv = [script] + args[args.index(script) + 1:]
+spec.loader.exec_module(worker)
+original = worker.capabilities
+
+
+def capabilities(jax):
+    mutants.apply(mutant)  # JAX is imported by now; the worker has not run anything yet
+    sys.stderr.write("shardfuzz seeded benchmark: mutant %s applied in this worker\\n" % mutant)
+    return original(jax)
+
+
+worker.capabilities = capabilities
+worker.main()
+'''
+
+
+def write_wrapper(directory: str, mutant: str, python: str | None = None) -> str:
+    """Write the worker wrapper for ``mutant`` into ``directory``; return the path to pass as ``--python``.
+
+    ``python``: the interpreter with JAX (default: this one). Writes ``boot.py`` (once)
+    and an executable ``worker-<mutant>.sh``. Raises KeyError for an unknown mutant and
+    OSError when the directory is not writable.
+    """
+    if mutant not in mutants.BY_NAME:
+        raise KeyError(f"unknown mutant {mutant!r}; known: {', '.join(mutants.BY_NAME)}")
+    python = python or sys.executable
+    boot = os.path.join(directory, "boot.py")
+    atomic_write_text(boot, BOOT.format(bench=str(BENCH)))
+    script = os.path.join(directory, f"worker-{mutant}.sh")
+    atomic_write_text(script, "#!/bin/sh\n"
+                              f"exec {shlex.quote(python)} -u {shlex.quote(boot)} {shlex.quote(mutant)} \"$@\"\n")
+    os.chmod(script, 0o755)
+    return script
+
+
+# ------------------------------------------------------------------ exposure: static conditions per mutant
+
+_DIFF = ("grad", "value_and_grad", "vjp")  # transforms that transpose (jvp does not)
+
+
+def _shift_not_involution(e: dict, size: int) -> bool:
+    return size >= 3 and (2 * int(e["shift"])) % size != 0
+
+
+def _axis_kind(ctx, name: str) -> str:
+    return ctx.axis(name).kind
+
+
+def _unmentioned_manual(t: dict, ctx_mesh: dict, manual_before: frozenset) -> bool:
+    """Whether a shard_map transform leaves a manual axis of size >= 2 out of one of its out_specs."""
+    names = t["axis_names"] if t["axis_names"] is not None else [a for a in ctx_mesh if a not in manual_before]
+    for spec in t["out_specs"]:
+        used = {a for entry in spec if entry for a in entry}
+        if any(ctx_mesh[a] >= 2 and a not in used for a in names):
+            return True
+    return False
+
+
+def _eqn_exposures(e: dict, ctx, args: list, stack: list) -> set:
+    """Names of the mutants whose composition this equation (in ``ctx``, under ``stack``) has."""
+    op = e["op"]
+    out = set()
+    diff = any(k in _DIFF for k in stack)
+    names = e.get("axes") or []
+    sizes = {n: ctx.axis(n).size for n in names}
+    if op == "ppermute":
+        n = names[0]
+        if _shift_not_involution(e, sizes[n]):
+            if _axis_kind(ctx, n) == "vmap":
+                out.add("ppermute_batch_inverse")
+            else:
+                groups = math.prod(ctx.mesh.values()) // sizes[n]
+                if groups > 1:
+                    out.add("ppermute_lowering_multigroup")
+            if diff:
+                out.add("ppermute_transpose_forward")
+    elif op == "all_gather":
+        n = names[0]
+        if e["tiled"] and _axis_kind(ctx, n) == "vmap" and args[0].shape[e["axis"]] > 1:
+            out.add("all_gather_batch_interleave")
+        if not e["tiled"] and sizes[n] >= 2 and diff:
+            out.add("all_gather_transpose_mean")
+    elif op == "psum_scatter":
+        n, d = names[0], e["axis"]
+        if sizes[n] >= 2 and d >= 1 and math.prod(args[0].shape[:d]) > 1 and diff:
+            out.add("psum_scatter_transpose_axis0")
+    elif op == "all_to_all":
+        n = names[0]
+        if (_axis_kind(ctx, n) == "vmap" and e["split_axis"] == e["concat_axis"]
+                and args[0].shape[e["split_axis"]] // sizes[n] > 1):
+            out.add("all_to_all_batch_interleave")
+    elif op in ("psum", "pmean"):
+        mesh_names = [n for n in names if _axis_kind(ctx, n) == "mesh"]
+        if len(mesh_names) >= 2 and sizes[mesh_names[-1]] >= 2:
+            out.add("psum_lowering_two_axes")
+        if len(names) >= 2 and any(_axis_kind(ctx, n) == "vmap" and sizes[n] >= 2 and n not in args[0].vma
+                                   for n in names):
+            out.add("psum_batch_unbatched_multi")
+    elif op == "io_callback":
+        vmap_axes = {a.name for a in ctx.axes if a.kind == "vmap" and a.size >= 2}
+        if e["returns"] and args[0].vma & vmap_axes:
+            out.add("io_callback_batch_reversed")
+        if not e["ordered"] and not e["returns"] and ctx.jit:
+            out.add("io_callback_dce_unordered")
+    if diff and op in ("add", "sub", "mul", "maximum", "matmul") and len(args) == 2:
+        checked = {a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma and a.size >= 2}
+        if (args[0].vma ^ args[1].vma) & checked:  # an implicit pvary of one operand
+            out.add("pvary_transpose_mean")
+    if (diff and op in ("all_gather", "ppermute", "psum_scatter", "all_to_all", "psum", "pmean")
+            and any(ctx.axis(n).kind == "mesh" and ctx.axis(n).check_vma and ctx.axis(n).size >= 2
+                    and n not in args[0].vma for n in names)):
+        out.add("pvary_transpose_mean")  # the collective pvary-s its operand first
+    return out
+
+
+def exposures(program: dict) -> set:
+    """Names of the mutants whose composition (:data:`EXPOSURE`) ``program`` contains (a static check)."""
+    from fuzz import typecheck as T
+
+    stacks: dict = {}
+    found: set = set()
+
+    def walk_chain(transforms: list, fn: dict, stack: list, manual: frozenset, mesh: dict) -> None:
+        inner = list(stack)
+        for t in transforms:
+            if (t["kind"] == "shard_map" and not t["check_vma"] and any(k in _DIFF for k in inner)
+                    and _unmentioned_manual(t, mesh, manual)):
+                found.add("shard_map_transpose_nodiv")
+            if t["kind"] == "shard_map":
+                manual = manual | frozenset(t["axis_names"] if t["axis_names"] is not None
+                                            else [a for a in mesh if a not in manual])
+            inner.append(t["kind"])
+        for e in fn["eqns"]:
+            stacks[id(e)] = inner
+            if e["op"] == "call":
+                walk_chain(e["transforms"], e["fn"], inner, manual, mesh)
+
+    mesh = dict(zip(program["mesh"]["axis_names"], program["mesh"]["axis_sizes"]))
+    for call in program["calls"]:
+        walk_chain(call["transforms"], program["functions"][call["function"]], [], frozenset(), mesh)
+    T.check_program(program, on_eqn=lambda e, ctx, args: found.update(_eqn_exposures(e, ctx, args,
+                                                                                      stacks.get(id(e), []))))
+    return found
+
+
+EXPOSURE = {m.name: m.composition for m in mutants.MUTANTS}
+
+
+def measure_exposure(n: int, seed: int = 0) -> dict:
+    """Draw ``n`` programs from the generator (no JAX run) and count, per mutant, those with its composition.
+
+    Returns {"programs": n, "counts": {mutant: count}}. Uses Hypothesis' generate phase
+    only, derandomized from ``seed``.
+    """
+    from hypothesis import Phase, given, settings
+    from hypothesis import seed as hseed
+
+    from strategies.programs import programs
+
+    counts = {m.name: 0 for m in mutants.MUTANTS}
+    drawn = [0]
+
+    @hseed(seed)
+    @settings(max_examples=n, phases=[Phase.generate], database=None, deadline=None,
+              suppress_health_check=list(__import__("hypothesis").HealthCheck))
+    @given(programs())
+    def draw(p):
+        drawn[0] += 1
+        for name in exposures(p):
+            counts[name] += 1
+
+    draw()
+    return {"programs": drawn[0], "counts": counts}
+
+
+# ------------------------------------------------------------------ campaigns
+
+def run_campaign(wrapper: str, seed: int, seconds: float, workdir: str, determinism: bool = True,
+                 grace: float = 10.0) -> dict:
+    """One ``shardfuzz run`` with the worker wrapper; returns {"report": dict | None, "exit_code", "wall", "stderr"}.
+
+    The campaign's clock starts when shardfuzz announces its workers ("findings go to"
+    on stderr; at most :data:`STARTUP_ALLOWANCE` seconds after the process start). It is
+    stopped with SIGTERM ``grace`` seconds after ``seconds`` on that clock (the report is
+    still written; only the end-of-campaign reduction is cut short), and with SIGKILL
+    60 s later.
+    """
+    report_path = os.path.join(workdir, "report.json")
+    cmd = [sys.executable, "-m", "fuzz", "run", "--seed", str(seed), "--time", str(seconds), "--database", "",
+           "--corpus", str(ROOT / "corpus"), "--report", report_path, "--python", wrapper]
+    if not determinism:
+        cmd.append("--no-determinism")
+    log_path = os.path.join(workdir, "shardfuzz.log")
+    t0 = time.monotonic()
+    started = None
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=workdir, stdout=log, stderr=subprocess.STDOUT,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+        try:
+            while proc.poll() is None:
+                now = time.monotonic()
+                if started is None:
+                    with open(log_path, "rb") as f:
+                        if b"findings go to" in f.read():
+                            started = now
+                begin = started if started is not None else t0 + STARTUP_ALLOWANCE
+                if now > begin + seconds + grace:
+                    proc.send_signal(signal.SIGTERM)
+                    try:
+                        proc.wait(timeout=60)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+                    break
+                time.sleep(1.0)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    wall = time.monotonic() - t0
+    with open(log_path, "rb") as f:
+        tail = f.read()[-3000:].decode(errors="replace")
+    report = None
+    if os.path.exists(report_path):
+        with open(report_path) as f:
+            report = json.load(f)
+    return {"report": report, "exit_code": proc.returncode, "wall": wall, "stderr": tail}
+
+
+def attribute(findings: list, wrapper: str, seconds: float | None = None) -> list:
+    """For each finding of a report: was it caused by the mutant? (see the module docstring)
+
+    Returns one dict per finding: ``signature``, ``oracle``, ``kind``, ``call``,
+    ``first_seconds``, ``message`` and ``caused``: True / False, or None when not replayed
+    (crash, hang, determinism, or first seen after ``seconds``), with ``replay``: what the
+    two replays showed.
+    """
+    from fuzz.execute import WorkerError
+    from fuzz.maintain import matches
+    from fuzz.runner import Runner
+
+    out = []
+    todo = [f for f in findings if f["oracle"] not in NOT_REPLAYED and not f.get("history")
+            and (seconds is None or f["first_seconds"] <= seconds)]
+    why = ""
+    runners = {}
+    try:
+        if todo:
+            try:
+                runners = {"mutant": Runner(python=wrapper, determinism=False),
+                           "plain": Runner(python=None, determinism=False)}
+            except WorkerError as e:
+                runners = {}
+                why = f"replay workers did not start: {e}"
+        for f in findings:
+            row = {k: f.get(k) for k in ("signature", "oracle", "kind", "call", "first_seconds")}
+            row["message"] = (f.get("message") or "")[:200]
+            row["caused"], row["replay"] = None, "not replayed (oracle, history, or seen after the campaign's time)"
+            if f in todo and runners:
+                shows = {}
+                for which, r in runners.items():
+                    found, _ = r.run(f["program"])
+                    shows[which] = any(matches(g, f) and g.call == f["call"] and not g.history for g in found)
+                row["caused"] = shows["mutant"] and not shows["plain"]
+                row["replay"] = (f"with the mutant: {'shows' if shows['mutant'] else 'does not show'}; "
+                                 f"without: {'shows' if shows['plain'] else 'does not show'}")
+            elif f in todo:
+                row["replay"] = why
+            out.append(row)
+    finally:
+        for r in runners.values():
+            r.close()
+    return out
+
+
+def detection(attributed: list, seconds: float) -> dict | None:
+    """The first caused value finding seen by ``seconds``, or None."""
+    hits = [a for a in attributed if a["caused"] and a["oracle"] in VALUE_ORACLES
+            and a["first_seconds"] is not None and a["first_seconds"] <= seconds]
+    return min(hits, key=lambda a: a["first_seconds"]) if hits else None
+
+
+RELEVANT_FEATURES = ("vmap", "vmap_axis_name", "shard_map", "check_vma_off", "grad", "value_and_grad", "vjp", "jvp",
+                     "jit", "psum", "pmean", "ppermute", "all_gather", "psum_scatter", "all_to_all",
+                     "io_callback_unordered", "io_callback_result", "capture", "wsum")
+
+
+def one_run(mutant: str, seed: int, seconds: float, determinism: bool, grace: float = 10.0) -> dict:
+    """Run the campaign for one mutant and seed, attribute its findings; one result row."""
+    with tempfile.TemporaryDirectory(prefix=f"seeded-{mutant}-") as d:
+        wrapper = write_wrapper(d, mutant)
+        res = run_campaign(wrapper, seed, seconds, d, determinism=determinism, grace=grace)
+        rep = res["report"]
+        row = {"mutant": mutant, "seed": seed, "seconds": seconds, "determinism": determinism,
+               "exit_code": res["exit_code"], "wall_seconds": round(res["wall"], 1)}
+        if rep is None:
+            row.update(error="no report", log_tail=res["stderr"])
+            return row
+        attributed = attribute(rep["findings"], wrapper, seconds)
+    hit = detection(attributed, seconds)
+    row.update({
+        "seconds_to_detect": hit["first_seconds"] if hit else None,
+        "detected_by": hit,
+        "campaign_seconds": rep["seconds"], "programs": rep["programs"], "generated": rep["generated"],
+        "generated_rejected": rep["generated_rejected"], "known_seconds": rep.get("known_seconds"),
+        "interrupted": rep.get("interrupted"),
+        "features": {k: rep["features"].get(k, 0) for k in RELEVANT_FEATURES},
+        "findings": attributed,
+    })
+    return row
+
+
+def summary(rows: list, exposure: dict | None) -> list:
+    """One line per mutant: detected k of n, median seconds to detect (of the detecting seeds)."""
+    out = []
+    counts = (exposure or {}).get("counts", {})
+    n_prog = (exposure or {}).get("programs")
+    for m in mutants.MUTANTS:
+        mine = [r for r in rows if r["mutant"] == m.name and "error" not in r]
+        times = [r["seconds_to_detect"] for r in mine if r.get("seconds_to_detect") is not None]
+        other = sum(1 for r in mine for f in r.get("findings", []) if f["caused"] and f["oracle"] not in VALUE_ORACLES)
+        out.append({"mutant": m.name, "kind": m.kind, "detected": len(times), "runs": len(mine),
+                    "median_seconds": statistics.median(times) if times else None,
+                    "caused_other_findings": other,
+                    "exposure": f"{counts[m.name]}/{n_prog}" if n_prog and m.name in counts else None})
+    return out
+
+
+def print_table(lines: list) -> None:
+    head = f"{'mutant':30s} {'kind':9s} {'detected':>9s} {'median s':>9s} {'other':>6s} {'exposure':>10s}"
+    print(head)
+    print("-" * len(head))
+    for s in lines:
+        med = f"{s['median_seconds']:.0f}" if s["median_seconds"] is not None else "-"
+        print(f"{s['mutant']:30s} {s['kind']:9s} {s['detected']:>4d} of {s['runs']:<2d} {med:>9s} "
+              f"{s['caused_other_findings']:>6d} {s['exposure'] or '-':>10s}")
+
+
+def _ints(text: str) -> list:
+    try:
+        return [int(x) for x in text.replace(",", " ").split()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of integers such as 1,2,3") from None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mutants", default=None, help="comma-separated mutant names (default: all)")
+    ap.add_argument("--seeds", type=_ints, default=[1, 2, 3], help="Hypothesis seeds, e.g. 1,2,3")
+    ap.add_argument("--seconds", type=float, default=300.0, help="campaign length (shardfuzz run --time)")
+    ap.add_argument("--out", default=None, help="JSON results file (written after every run; resumes)")
+    ap.add_argument("--no-determinism", action="store_true", help="pass --no-determinism to shardfuzz run")
+    ap.add_argument("--grace", type=float, default=10.0,
+                    help="seconds after --seconds (from the workers' start) before the campaign is stopped")
+    ap.add_argument("--exposure", type=int, default=0, metavar="N",
+                    help="also draw N programs and count each mutant's composition (no campaign if --seeds '')")
+    ap.add_argument("--list", action="store_true", help="list the mutants and exit")
+    args = ap.parse_args()
+    if args.list:
+        for m in mutants.MUTANTS:
+            print(f"{m.name:30s} {m.kind:9s} {m.breaks}\n{'':41s}wrong under: {m.composition}")
+        return
+    names = [n.strip() for n in args.mutants.split(",") if n.strip()] if args.mutants else list(mutants.BY_NAME)
+    unknown = [n for n in names if n not in mutants.BY_NAME]
+    if unknown:
+        print(f"seeded.py: unknown mutant(s) {', '.join(unknown)}; see --list", file=sys.stderr)
+        sys.exit(2)
+    if not math.isfinite(args.seconds) or args.seconds < 1:
+        print(f"seeded.py: --seconds {args.seconds} must be a finite number >= 1", file=sys.stderr)
+        sys.exit(2)
+    determinism = not args.no_determinism
+    data = {"format": "shardfuzz-seeded-benchmark", "runs": [], "exposure": None}
+    if args.out and os.path.exists(args.out):
+        try:
+            with open(args.out) as f:
+                data = json.load(f)
+            assert isinstance(data.get("runs"), list)
+        except (OSError, ValueError, AssertionError):
+            print(f"seeded.py: {args.out} is not a results file of this benchmark; choose another --out",
+                  file=sys.stderr)
+            sys.exit(2)
+
+    def save() -> None:
+        data["summary"] = summary(data["runs"], data.get("exposure"))
+        if args.out:
+            atomic_write_text(args.out, json.dumps(data, indent=1) + "\n")
+
+    if args.exposure:
+        t0 = time.monotonic()
+        data["exposure"] = {**measure_exposure(args.exposure), "seconds": round(time.monotonic() - t0, 1)}
+        save()
+        print(json.dumps({"exposure": data["exposure"]}), flush=True)
+    done = {(r["mutant"], r["seed"], r["seconds"], r["determinism"]) for r in data["runs"] if "error" not in r}
+    for name in names:
+        for s in args.seeds:
+            if (name, s, args.seconds, determinism) in done:
+                continue
+            row = one_run(name, s, args.seconds, determinism, args.grace)
+            data["runs"] = [r for r in data["runs"]
+                            if (r["mutant"], r["seed"], r["seconds"], r["determinism"]) != (name, s, args.seconds,
+                                                                                            determinism)] + [row]
+            save()
+            print(json.dumps({k: row.get(k) for k in ("mutant", "seed", "seconds_to_detect", "programs",
+                                                      "generated", "wall_seconds", "error")}), flush=True)
+    save()
+    rows = [r for r in data["runs"] if r["mutant"] in names and r["seconds"] == args.seconds
+            and r["determinism"] == determinism]
+    print_table([s for s in summary(rows, data.get("exposure")) if s["mutant"] in names])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""The seeded-bug benchmark (benchmarks/mutants.py, benchmarks/seeded.py): every mutant is live.
+
+One subprocess runs every mutant's tiny check unpatched, patched and unpatched again
+(``python benchmarks/mutants.py --check``), plus a control check of the same op in
+another composition, patched. Each check's value must equal the NumPy value written in
+the mutant without the patch, differ with it, and be right again after the undo; the
+control must stay right under the patch (the mutant is wrong only where it says).
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from helpers import eqn, fn, program, vmap
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import mutants  # noqa: E402
+import seeded  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def checks():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "mutants.py"), "--check"], capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "PYTHONPATH": ""})
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    return {r["name"]: r for r in rows}
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, dict) or isinstance(b, dict):  # {"error": ...}
+        return False
+    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    return a.shape == b.shape and np.allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_enough_mutants_of_each_kind():
+    kinds = {m.kind for m in mutants.MUTANTS}
+    assert len(mutants.MUTANTS) >= 10
+    assert {"batching", "transpose", "lowering", "callback"} <= kinds and kinds & {"vma", "shard_map"}
+    assert len(mutants.BY_NAME) == len(mutants.MUTANTS)  # names are unique
+
+
+@pytest.mark.parametrize("name", [m.name for m in mutants.MUTANTS])
+def test_mutant_is_live(checks, name):
+    r = checks[name]
+    assert _same(r["unpatched"], r["expected"]), f"unpatched JAX gives {r['unpatched']}, expected {r['expected']}"
+    assert not isinstance(r["patched"], dict), f"the check raised under the mutant: {r['patched']}"
+    assert not _same(r["patched"], r["expected"]), f"the mutant does not change the check's value {r['patched']}"
+    assert _same(r["undone"], r["expected"]), f"after undo the check gives {r['undone']}"
+    assert _same(r["control_patched"], r["control_expected"]), (
+        f"the mutant also breaks its control: {r['control_patched']} != {r['control_expected']}")
+
+
+def _vmap_ppermute(shift: int) -> dict:
+    return program(mesh=(("x", 1),), inputs=[("x0", (4,), 3)],
+                   functions={"f0": fn(["a1"], [eqn("ppermute", ["a1"], ["v1"], axes=["i"], shift=shift)], ["v1"])},
+                   calls=[{"function": "f0", "transforms": [vmap([0], [0], axis_name="i")], "args": ["x0"]}])
+
+
+def test_wrapper_patches_the_worker_only(tmp_path):
+    """A worker started through the wrapper runs the mutant: the differential oracle sees it; a plain one does not."""
+    from fuzz.runner import Runner
+
+    wrapper = seeded.write_wrapper(str(tmp_path), "ppermute_batch_inverse")
+    found = {}
+    for which, python in (("mutant", wrapper), ("plain", None)):
+        r = Runner(python=python, determinism=False)
+        try:
+            found[which] = [f.oracle for f in r.run(_vmap_ppermute(1))[0]]
+        finally:
+            r.close()
+    assert found == {"mutant": ["differential"], "plain": []}
+
+
+def test_exposure_sees_the_composition():
+    assert "ppermute_batch_inverse" in seeded.exposures(_vmap_ppermute(1))
+    assert "ppermute_batch_inverse" not in seeded.exposures(_vmap_ppermute(2))  # a shift of 2 on 4: its own inverse
+
+
+def test_detection_counts_caused_value_findings_seen_in_time():
+    rows = [{"oracle": "internal-error", "caused": True, "first_seconds": 5.0},
+            {"oracle": "differential", "caused": False, "first_seconds": 6.0},
+            {"oracle": "differential", "caused": True, "first_seconds": 200.0},
+            {"oracle": "callbacks", "caused": True, "first_seconds": 90.0},
+            {"oracle": "metamorphic", "caused": True, "first_seconds": 40.0}]
+    assert seeded.detection(rows, 180.0)["first_seconds"] == 40.0
+    assert seeded.detection(rows, 30.0) is None
+    assert seeded.detection(rows[:3], 180.0) is None
