@@ -103,6 +103,10 @@ class Campaign:
     ``on_finding(campaign, record)``: called after a new distinct finding was recorded
     (and appended); ``corpus_signatures``: {signature: corpus entry name} of findings
     already in the corpus: hits are counted in ``known_hits``, not recorded as findings.
+    ``run_id`` and ``job``: set by ``shardfuzz run --jobs N`` (:mod:`fuzz.parallel`) for
+    each of the N campaigns sharing one findings file: records carry them, and a
+    signature that another job of the same run has already written there is not
+    recorded (nor shrunk, nor reduced) here: its hits are counted in ``peer_hits``.
     Raises fuzz.execute.WorkerError if the worker does not start.
     """
 
@@ -110,7 +114,7 @@ class Campaign:
                  python: str | None = None, database: str | None = None, timeout: float | None = None,
                  shrink_seconds: float = 180, on_progress=None, determinism: bool = True,
                  source_hook=None, stop_when=None, findings_path: str | None = None, on_finding=None,
-                 corpus_signatures: dict | None = None):
+                 corpus_signatures: dict | None = None, run_id: str | None = None, job: int = 0):
         self.seconds = seconds
         self.max_examples = max_examples
         self.seed = seed
@@ -136,6 +140,12 @@ class Campaign:
         self.known_hits: Counter = Counter()  # corpus signatures seen, and how often
         self.known_seconds = 0.0  # worker + reference seconds of programs that hit a corpus signature
         self.known: set = set(self.corpus)
+        self.run_id = run_id
+        self.job = job
+        self.peers: set = set()  # signatures other jobs of this run wrote to the findings file
+        self.peers_offset = 0  # bytes of the findings file read for them so far
+        self.peer_hits: Counter = Counter()  # hits here of findings other jobs recorded
+        self.aliases: dict = {}  # {old signature: new} of this campaign's records that moved (see reduce)
         self.target: str | None = None
         self.target_start = 0.0
         self.shrink_spent = 0.0  # seconds spent shrinking so far
@@ -159,12 +169,34 @@ class Campaign:
             elif shrinking in self.records and self._is_shrinking(f, self.records[shrinking].finding):
                 # the finding being shrunk or reduced, under the signature of a smaller program
                 self.records[shrinking].count += 1
+            elif self._peer(f.signature):
+                self.peer_hits[f.signature] += 1
             else:
                 self.record(f, program, source)
             if self.stop_when is not None and self.matched is None and self.stop_when(f, program):
                 self.matched = (time.monotonic() - self.start, f)
                 self.stopped = True
         return found
+
+    def _peer(self, signature: str) -> bool:
+        """Whether another job of this run has recorded ``signature`` (read from the findings file).
+
+        A peer's signature becomes known here, so that it is neither shrunk nor reduced
+        again. Without ``run_id`` (one job) or when the file cannot be read: False.
+        """
+        if self.run_id is None or not self.findings_path:
+            return False
+        if signature not in self.peers:
+            try:
+                lines, self.peers_offset = findings_file.read_since(self.findings_path, self.peers_offset)
+            except OSError:
+                return False
+            self.peers.update(r.get("signature") for r in lines
+                              if r.get("run") == self.run_id and r.get("job") != self.job)
+        if signature in self.peers:
+            self.known.add(signature)
+            return True
+        return False
 
     @staticmethod
     def _is_shrinking(found: Finding, shrunk: Finding) -> bool:
@@ -197,6 +229,8 @@ class Campaign:
                  "campaign_started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
                  "seed": self.seed, "jax_version": self.caps.get("jax_version"),
                  "jaxlib_version": self.caps.get("jaxlib_version")}
+        if self.run_id is not None:
+            entry.update(run=self.run_id, job=self.job)
         try:
             findings_file.append(self.findings_path, entry)
         except OSError as e:
@@ -379,9 +413,11 @@ class Campaign:
 
     def _supersede(self, old: str, new: str) -> None:
         """Tell the findings file that finding ``old`` is now ``new`` (moved, merged, or known)."""
+        self.aliases[old] = new
         if self.findings_path:
+            extra = {} if self.run_id is None else {"run": self.run_id, "job": self.job}
             try:
-                findings_file.supersede(self.findings_path, old, new)
+                findings_file.supersede(self.findings_path, old, new, **extra)
             except OSError as e:
                 self.findings_error = self.findings_error or f"{self.findings_path}: {e}"
 
