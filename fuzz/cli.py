@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 
 import click
@@ -61,6 +62,8 @@ class _Stop:
 
     After that (the report is being written, the workers killed) they are ignored, so
     that a second signal cannot cut the wrap-up short; ``name`` is the first signal's.
+    ``forward()``, if set, is called on every such signal, also during the wrap-up
+    (``--jobs N``: it asks the other jobs to stop, :meth:`fuzz.parallel.Jobs.stop`).
     """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -68,11 +71,14 @@ class _Stop:
     def __init__(self):
         self.name = None
         self.wrapping_up = False
+        self.forward = None
         for s in self.SIGNALS:
             signal.signal(s, self._handle)
 
     def _handle(self, signum, frame) -> None:
         self.name = self.name or signal.Signals(signum).name
+        if self.forward is not None:
+            self.forward()
         if not self.wrapping_up and not INTERRUPTS.defer(signal.Signals(signum).name):
             raise KeyboardInterrupt(signal.Signals(signum).name)
 
@@ -111,10 +117,16 @@ def _unwritable(directory: str) -> str:
 @click.option("--corpus", "corpus_dir", default="corpus", show_default=True,
               help="Corpus whose findings are known: reported apart, not as new ('' for none).")
 @click.option("--fail-on-known", is_flag=True, help="Exit 1 when a known (corpus) finding shows too, not only a new one.")
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="Campaigns run at once, sharing the database, the findings file and the report "
+                   "(default: the cores, at most 8 and one per 3 GiB of memory).")
 def run(seconds, max_examples, seed, report_path, python, jax_version, determinism, database, timeout, corpus_dir,
-        fail_on_known):
+        fail_on_known, jobs):
     """Run a fuzzing campaign against JAX on 8 host CPU devices."""
     stop = _Stop()
+    from fuzz import parallel
+
+    n_jobs = min(jobs or parallel.default_jobs(), max_examples or math.inf)  # (each job draws one program at least)
     from rich.console import Console
 
     console = Console(stderr=True)
@@ -168,18 +180,31 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
         except ProvisionError as e:
             _fail(str(e))
 
-    def announce(c, rec) -> None:  # (after the finding is in the findings file)
-        console.print(f"finding {len(c.records)}: {rec.finding.signature[:150]}", markup=False, highlight=False,
-                      soft_wrap=True)
+    announced: set = set()  # signatures announced, by any job
+    lock = threading.Lock()
 
+    def announce(signature: str) -> None:  # (after the finding is in the findings file)
+        with lock:
+            if signature in announced:
+                return
+            announced.add(signature)
+            console.print(f"finding {len(announced)}: {signature[:150]}", markup=False, highlight=False,
+                          soft_wrap=True)
+
+    run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}" if n_jobs > 1 else None
+    seeds = [parallel.job_seed(seed, j) for j in range(n_jobs)]
+    shares = parallel.split(max_examples, n_jobs)
+    findings_offset = os.path.getsize(findings_path)
     with console.status("starting JAX workers…"):
         try:
-            campaign = Campaign(seconds=seconds, max_examples=max_examples, seed=seed, python=python,
+            campaign = Campaign(seconds=seconds, max_examples=shares[0], seed=seed, python=python,
                                 database=database or None, timeout=timeout, determinism=determinism,
-                                source_hook=hook, findings_path=findings_path, on_finding=announce,
-                                corpus_signatures=corpus_signatures)
+                                source_hook=hook, findings_path=findings_path,
+                                on_finding=lambda c, rec: announce(rec.finding.signature),
+                                corpus_signatures=corpus_signatures, run_id=run_id, job=0)
         except WorkerError as e:
             _fail(f"{e} Pass --python with an interpreter that has jax installed.")
+        campaign.peers_offset = findings_offset
     # From here a stop signal waits for a safe point of the campaign (which then reports what it has),
     # also while the start is announced: a signal right after the announcement must not lose the report.
     with INTERRUPTS.deferred():
@@ -196,7 +221,25 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
         if hook is not None:
             console.print(f"shardfuzz: {FAULT_ENV} is set: faults are injected (for tests only)", markup=False,
                           soft_wrap=True)
-        report, error = _run_with_progress(campaign, console, seconds, max_examples, stop)
+        children = None
+        if n_jobs > 1:
+            console.print(f"shardfuzz: {n_jobs} jobs" + (f" (seeds {', '.join(map(str, seeds))})" if seed is not None
+                                                         else ""), markup=False, highlight=False, soft_wrap=True)
+            config = {"deadline": time.time() + seconds, "python": python, "database": database or None,
+                      "timeout": timeout, "determinism": determinism, "findings_path": findings_path,
+                      "findings_offset": findings_offset, "corpus_signatures": corpus_signatures, "run_id": run_id}
+            children = parallel.Jobs(n_jobs, config, seeds, shares, on_finding=lambda job, sig: announce(sig))
+            stop.forward = children.stop
+            if stop.name is not None:  # (a stop signal came during the announcement: start none)
+                children.stop()
+            try:
+                children.start()
+            except OSError as e:
+                campaign.close()
+                _fail(f"cannot start job processes ({e.strerror or e}); pass --jobs 1")
+        report, error = _run_with_progress(campaign, console, seconds, max_examples, stop, children,
+                                           announced, corpus_signatures)
+    report["jobs"] = n_jobs
     report["interrupted"] = stop.name
     if report_path:
         _write_report(report, report_path, state_dir, console)
@@ -230,31 +273,57 @@ def _write_report(report: dict, report_path: str, state_dir: str, console) -> No
                   markup=False, highlight=False, soft_wrap=True)
 
 
-def _run_with_progress(campaign, console, seconds, max_examples, stop) -> tuple:
-    """Run the campaign under a progress bar: (report, '' or the one-line internal error that ended it early)."""
+JOB_ERROR = "a job's internal error"  # the KeyboardInterrupt that stops job 0 when another job failed
+
+
+def _run_with_progress(campaign, console, seconds, max_examples, stop, jobs=None, announced=None,
+                       corpus_signatures=None) -> tuple:
+    """Run the campaign under a progress bar: (report, '' or the one-line internal error that ended it early).
+
+    ``jobs``: the other jobs of ``--jobs N`` (:class:`fuzz.parallel.Jobs`, not started
+    here): the bar sums their progress, they are stopped when this campaign is
+    interrupted or fails (and this campaign when one of them fails), and the report is
+    the merge of all (:func:`fuzz.parallel.merge_reports`); ``announced``: the set of
+    signatures announced so far (the bar's findings count with ``jobs``).
+    """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     total = max_examples if max_examples else seconds
     progress = Progress(TextColumn("[bold]fuzzing"), BarColumn(), TimeElapsedColumn(),
                         TextColumn("{task.fields[programs]} programs, {task.fields[rate]:.2f}/s, "
                                    "{task.fields[findings]} findings"), console=console, transient=False)
+    t0 = time.monotonic()
 
-    def update(c):
-        elapsed = time.monotonic() - c.start
-        done = c.stats.generated if max_examples else min(elapsed, seconds)
-        progress.update(task, completed=done, programs=c.stats.programs, rate=c.stats.programs / max(elapsed, 1e-9),
-                        findings=len(c.records))
+    def update(c=campaign):
+        elapsed = time.monotonic() - t0
+        programs, generated = c.stats.programs, c.stats.generated
+        if jobs is not None:
+            more = jobs.totals()
+            programs, generated = programs + more[0], generated + more[1]
+        done = generated if max_examples else min(elapsed, seconds)
+        progress.update(task, completed=done, programs=programs, rate=programs / max(elapsed, 1e-9),
+                        findings=len(c.records) if jobs is None else len(announced))
 
-    error = ""
+    def job_failed(job) -> None:  # (a reader thread): stop this campaign at its next program, and the other jobs
+        INTERRUPTS.pending = INTERRUPTS.pending or JOB_ERROR
+        jobs.stop()
+
+    error = failure = ""
     with progress:
         task = progress.add_task("fuzz", total=total, programs=0, rate=0.0, findings=0)
         campaign.on_progress = update
+        if jobs is not None:
+            jobs.on_progress = update
+            jobs.on_error = job_failed
+            if jobs.failed() is not None:
+                job_failed(jobs.failed())
         try:
             with INTERRUPTS.deferred():  # a stop signal is raised at a safe point only
                 report = campaign.run()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             stop.wrap_up()
-            console.print(f"interrupted ({stop.name or 'SIGINT'}): writing what was found so far")
+            if not (e.args and e.args[0] == JOB_ERROR and stop.name is None):
+                console.print(f"interrupted ({stop.name or 'SIGINT'}): writing what was found so far")
             report = campaign.report()
         except Exception as e:  # a bug of ours: keep what was found, then exit 2
             stop.wrap_up()
@@ -262,14 +331,57 @@ def _run_with_progress(campaign, console, seconds, max_examples, stop) -> tuple:
                 import traceback
 
                 traceback.print_exc()
-            msg = " ".join(str(e).split())[:300]
-            error = f"internal error: {type(e).__name__}: {msg} (please report; {DEBUG_ENV}=1 shows the traceback)"
+            failure = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+            error = _internal_error(failure)
             report = campaign.report()
         finally:
             stop.wrap_up()
             campaign.close()
+        if jobs is not None:
+            report, error = _gather(jobs, campaign, report, failure, stop, console, corpus_signatures, t0)
         update(campaign)
     return report, error
+
+
+def _internal_error(what: str) -> str:
+    return f"internal error: {what} (please report; {DEBUG_ENV}=1 shows the traceback)"
+
+
+def _gather(jobs, campaign, report, failure, stop, console, corpus_signatures, t0) -> tuple:
+    """Wait for the other jobs (stopping them first if this campaign was stopped or failed: ``failure``, its
+    internal error) and merge their reports with ``report`` (job 0's): (merged report, '' or the internal
+    error line of the first job that failed)."""
+    from fuzz import parallel
+
+    if failure or stop.name or jobs.failed() is not None:
+        jobs.stop()
+    # (they end by themselves at the same deadline; reducing what they found may take shrink_seconds more)
+    limit = time.monotonic() + campaign.shrink_seconds + parallel.STOP_GRACE
+    stopped_at = None
+    while jobs.running():
+        now = time.monotonic()
+        if jobs.stopped and stopped_at is None:
+            stopped_at = now
+        if stopped_at is None and now > limit:
+            jobs.stop()
+        elif stopped_at is not None and now > stopped_at + parallel.STOP_GRACE:
+            jobs.kill()
+            break
+        time.sleep(0.2)
+    jobs.kill()  # (reaps them; none is left running by now)
+    results, problems = jobs.results(campaign.findings_path, campaign.run_id)
+    for line in problems:
+        console.print(f"shardfuzz: {line}", markup=False, highlight=False, soft_wrap=True)
+    job0 = {"job": 0, "seed": campaign.seed, "report": report, "started": campaign.started,
+            "peer_hits": dict(campaign.peer_hits), "aliases": campaign.aliases, "error": failure, "recovered": False}
+    error = _internal_error(failure) if failure else ""
+    failed = next((r for r in results if r["error"]), None)
+    if not error and failed is not None:
+        if failed.get("traceback"):
+            console.print(failed["traceback"], markup=False, highlight=False)
+        error = _internal_error(f"job {failed['job']}: {failed['error']}")
+    merged = parallel.merge_reports([job0] + results, time.monotonic() - t0, corpus_signatures)
+    return merged, error
 
 
 def _summary(report: dict, console) -> None:
