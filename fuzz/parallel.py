@@ -293,6 +293,7 @@ class Jobs:
         return next((j for j in self.children if j.done and j.done.get("error")), None)
 
     def running(self) -> bool:
+        """Whether a child has not ended yet (its output is still being read)."""
         return any(j.reader is not None and j.reader.is_alive() for j in self.children)
 
     def wait(self, timeout: float | None, poll=None) -> bool:
