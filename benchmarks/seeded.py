@@ -28,6 +28,13 @@ in a temporary directory (its findings file stays there). The end-of-campaign re
 may run past T; the run is stopped with SIGTERM (the report is still written) ``--grace``
 seconds after T (counted from the workers' start), since only findings first seen by T count.
 
+**Which code runs.** By default (``--snapshot HEAD``) the benchmark runs itself again from
+``git archive HEAD`` in a temporary directory (``PYTHONPATH`` set there, so ``fuzz`` is
+imported from the snapshot, not the editable install): other people edit the working
+tree during an hour-long benchmark, and every run should use one version of shardfuzz,
+the mutants and the corpus; ``--snapshot ''`` runs the working tree. ``--jobs N`` is
+passed to ``shardfuzz run`` (default: shardfuzz's own default).
+
 **Which findings are the mutant's** (decided here, not by a control campaign: two
 campaigns with one seed part ways at the first program whose outcome differs, so the
 findings of a control run are not comparable one by one). Every finding of the report
@@ -59,6 +66,7 @@ import json
 import math
 import os
 import shlex
+import shutil
 import signal
 import statistics
 import subprocess
@@ -77,6 +85,7 @@ from fuzz.util import atomic_write_text  # noqa: E402
 
 VALUE_ORACLES = ("differential", "metamorphic", "callbacks")
 NOT_REPLAYED = ("crash", "hang", "determinism", "generator", "reference")
+SNAPSHOT_ENV = "SHARDFUZZ_SEEDED_SNAPSHOT"  # set in the re-executed benchmark: the commit it runs
 STARTUP_ALLOWANCE = 90.0  # seconds: starting two JAX workers on a loaded 2-core machine
 
 BOOT = '''\
@@ -270,7 +279,7 @@ def measure_exposure(n: int, seed: int = 0) -> dict:
 # ------------------------------------------------------------------ campaigns
 
 def run_campaign(wrapper: str, seed: int, seconds: float, workdir: str, determinism: bool = True,
-                 grace: float = 10.0) -> dict:
+                 grace: float = 10.0, jobs: int | None = None) -> dict:
     """One ``shardfuzz run`` with the worker wrapper; returns {"report": dict | None, "exit_code", "wall", "stderr"}.
 
     The campaign's clock starts when shardfuzz announces its workers ("findings go to"
@@ -284,6 +293,8 @@ def run_campaign(wrapper: str, seed: int, seconds: float, workdir: str, determin
            "--corpus", str(ROOT / "corpus"), "--report", report_path, "--python", wrapper]
     if not determinism:
         cmd.append("--no-determinism")
+    if jobs is not None:
+        cmd += ["--jobs", str(jobs)]
     log_path = os.path.join(workdir, "shardfuzz.log")
     t0 = time.monotonic()
     started = None
@@ -379,16 +390,22 @@ RELEVANT_FEATURES = ("vmap", "vmap_axis_name", "shard_map", "check_vma_off", "gr
                      "io_callback_unordered", "io_callback_result", "capture", "wsum")
 
 
-def one_run(mutant: str, seed: int, seconds: float, determinism: bool, grace: float = 10.0) -> dict:
-    """Run the campaign for one mutant and seed, attribute its findings; one result row."""
+def one_run(mutant: str, seed: int, seconds: float, determinism: bool, grace: float = 10.0,
+            jobs: int | None = None) -> dict:
+    """Run the campaign for one mutant and seed, attribute its findings; one result row.
+
+    A run whose shardfuzz exits 2 (bad input or an internal error) or writes no report
+    is a row with ``error`` (and the log's tail), retried when the benchmark resumes.
+    """
     with tempfile.TemporaryDirectory(prefix=f"seeded-{mutant}-") as d:
         wrapper = write_wrapper(d, mutant)
-        res = run_campaign(wrapper, seed, seconds, d, determinism=determinism, grace=grace)
+        res = run_campaign(wrapper, seed, seconds, d, determinism=determinism, grace=grace, jobs=jobs)
         rep = res["report"]
-        row = {"mutant": mutant, "seed": seed, "seconds": seconds, "determinism": determinism,
+        row = {"mutant": mutant, "seed": seed, "seconds": seconds, "determinism": determinism, "jobs": jobs,
+               "code": os.environ.get(SNAPSHOT_ENV) or "working tree",
                "exit_code": res["exit_code"], "wall_seconds": round(res["wall"], 1)}
-        if rep is None:
-            row.update(error="no report", log_tail=res["stderr"])
+        if rep is None or res["exit_code"] == 2:
+            row.update(error="no report" if rep is None else "shardfuzz exited 2", log_tail=res["stderr"])
             return row
         attributed = attribute(rep["findings"], wrapper, seconds)
     hit = detection(attributed, seconds)
@@ -430,6 +447,41 @@ def print_table(lines: list) -> None:
               f"{s['caused_other_findings']:>6d} {s['exposure'] or '-':>10s}")
 
 
+def rerun_from_snapshot(rev: str, out: str | None) -> int:
+    """Run this benchmark again from ``git archive <rev>`` of the repository in a temporary directory.
+
+    Others may edit (and break) the working tree during an hour-long benchmark; a
+    snapshot keeps one version of shardfuzz, the mutants and the corpus for every run.
+    Returns the re-run's exit status; exits 2 when ``rev`` is not a commit.
+    """
+    got = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+                         capture_output=True, text=True)
+    if got.returncode != 0:
+        print(f"seeded.py: --snapshot {rev!r} is not a commit of {ROOT}; give one, or '' for the working tree",
+              file=sys.stderr)
+        return 2
+    sha = got.stdout.strip()
+    code = tempfile.mkdtemp(prefix="seeded-code-")
+    try:
+        archive = subprocess.Popen(["git", "-C", str(ROOT), "archive", sha], stdout=subprocess.PIPE)
+        subprocess.run(["tar", "-x", "-C", code], stdin=archive.stdout, check=True)
+        archive.stdout.close()
+        if archive.wait() != 0:
+            print(f"seeded.py: git archive {sha} failed", file=sys.stderr)
+            return 2
+        script = os.path.join(code, "benchmarks", "seeded.py")
+        if not os.path.exists(script):
+            print(f"seeded.py: commit {sha[:12]} has no benchmarks/seeded.py; choose a later --snapshot",
+                  file=sys.stderr)
+            return 2
+        extra = ["--out", os.path.abspath(out)] if out else []
+        print(f"seeded.py: running from a snapshot of {sha[:12]} in {code}", file=sys.stderr, flush=True)
+        return subprocess.call([sys.executable, script] + sys.argv[1:] + extra,
+                               env={**os.environ, "PYTHONPATH": code, SNAPSHOT_ENV: sha})
+    finally:
+        shutil.rmtree(code, ignore_errors=True)
+
+
 def _ints(text: str) -> list:
     try:
         return [int(x) for x in text.replace(",", " ").split()]
@@ -448,6 +500,10 @@ def main() -> None:
                     help="seconds after --seconds (from the workers' start) before the campaign is stopped")
     ap.add_argument("--exposure", type=int, default=0, metavar="N",
                     help="also draw N programs and count each mutant's composition (no campaign if --seeds '')")
+    ap.add_argument("--jobs", type=int, default=None, help="pass --jobs N to shardfuzz run (default: its default)")
+    ap.add_argument("--snapshot", default="HEAD", metavar="REV",
+                    help="run shardfuzz from `git archive REV` of this repository, a fixed version while others "
+                         "edit the tree (default: HEAD); '' for the working tree")
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
     args = ap.parse_args()
     if args.list:
@@ -462,6 +518,11 @@ def main() -> None:
     if not math.isfinite(args.seconds) or args.seconds < 1:
         print(f"seeded.py: --seconds {args.seconds} must be a finite number >= 1", file=sys.stderr)
         sys.exit(2)
+    if args.jobs is not None and args.jobs < 1:
+        print(f"seeded.py: --jobs {args.jobs} must be >= 1", file=sys.stderr)
+        sys.exit(2)
+    if args.snapshot and not os.environ.get(SNAPSHOT_ENV):
+        sys.exit(rerun_from_snapshot(args.snapshot, args.out))
     determinism = not args.no_determinism
     data = {"format": "shardfuzz-seeded-benchmark", "runs": [], "exposure": None}
     if args.out and os.path.exists(args.out):
@@ -484,21 +545,23 @@ def main() -> None:
         data["exposure"] = {**measure_exposure(args.exposure), "seconds": round(time.monotonic() - t0, 1)}
         save()
         print(json.dumps({"exposure": data["exposure"]}), flush=True)
-    done = {(r["mutant"], r["seed"], r["seconds"], r["determinism"]) for r in data["runs"] if "error" not in r}
+    def key(r: dict) -> tuple:
+        return r["mutant"], r["seed"], r["seconds"], r["determinism"], r.get("jobs")
+
+    done = {key(r) for r in data["runs"] if "error" not in r}
     for name in names:
         for s in args.seeds:
-            if (name, s, args.seconds, determinism) in done:
+            k = (name, s, args.seconds, determinism, args.jobs)
+            if k in done:
                 continue
-            row = one_run(name, s, args.seconds, determinism, args.grace)
-            data["runs"] = [r for r in data["runs"]
-                            if (r["mutant"], r["seed"], r["seconds"], r["determinism"]) != (name, s, args.seconds,
-                                                                                            determinism)] + [row]
+            row = one_run(name, s, args.seconds, determinism, args.grace, args.jobs)
+            data["runs"] = [r for r in data["runs"] if key(r) != k] + [row]
             save()
             print(json.dumps({k: row.get(k) for k in ("mutant", "seed", "seconds_to_detect", "programs",
                                                       "generated", "wall_seconds", "error")}), flush=True)
     save()
     rows = [r for r in data["runs"] if r["mutant"] in names and r["seconds"] == args.seconds
-            and r["determinism"] == determinism]
+            and r["determinism"] == determinism and r.get("jobs") == args.jobs]
     print_table([s for s in summary(rows, data.get("exposure")) if s["mutant"] in names])
 
 
