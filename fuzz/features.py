@@ -1,6 +1,8 @@
 """What a program exercises: for the campaign report's ``features`` counts."""
 from __future__ import annotations
 
+from fuzz import ops as O
+
 
 def _walk_function(fn: dict, outer: set, out: set, depth: int) -> int:
     """Collect features of a function body; returns the deepest transform nesting below it."""
@@ -9,16 +11,10 @@ def _walk_function(fn: dict, outer: set, out: set, depth: int) -> int:
     for e in fn["eqns"]:
         if any(a not in defined for a in e["args"]):
             out.add("capture")
-        op = e["op"]
-        if op == "io_callback":
-            out.add("io_callback_ordered" if e["ordered"] else "io_callback_unordered")
-            if e["returns"]:
-                out.add("io_callback_result")
-        elif op == "call":
+        if e["op"] == "call":
             deepest = max(deepest, _walk_chain(e["transforms"], e["fn"], outer | defined, out, depth))
-        elif op in ("psum", "pmax", "pmin", "pmean", "all_gather", "psum_scatter", "ppermute", "all_to_all",
-                    "axis_index", "wsum"):
-            out.add(op)
+        else:
+            out |= O.get(e["op"]).features(e)
         defined.update(e["outs"])
     if any(r not in defined for r in fn["results"]):
         out.add("capture")
@@ -45,11 +41,12 @@ def features(program: dict) -> tuple:
     """(set of feature names, nesting depth) of a program.
 
     Names: transform kinds (jit, shard_map, vmap, grad, value_and_grad, vjp, jvp),
-    spmd_axis_name, vmap_axis_name, check_vma_off, partial_manual, each collective, wsum
-    (a seeded weighted sum), io_callback_ordered, io_callback_unordered,
-    io_callback_result, capture (a function reads a variable of an enclosing scope),
-    multi_call, explicit_mesh. Depth: the most transforms on one path
-    from a call to a function body.
+    spmd_axis_name, vmap_axis_name, check_vma_off, partial_manual, capture (a function
+    reads a variable of an enclosing scope), multi_call, explicit_mesh, and what each op
+    of the registry names (:meth:`fuzz.ops.base.Op.features`: each collective, wsum,
+    io_callback_ordered, io_callback_unordered, io_callback_result, and the data
+    movement ops under their JAX names). Depth: the most transforms on one path from a
+    call to a function body.
     """
     out: set = set()
     depth = 0

@@ -24,7 +24,7 @@ class CorpusError(ValueError):
 
 
 def _eqn_schema() -> dict:
-    """The program schema's ``$defs/eqn``, built from :data:`fuzz.typecheck.EQN_SIGNATURES`.
+    """The program schema's ``$defs/eqn``, built from :data:`fuzz.typecheck.EQN_SIGNATURES` (the op registry).
 
     One ``if op == X then {exact fields of X}`` clause per op, so that a malformed
     equation is refused with the field that is wrong (not "matches none of N schemas").
@@ -32,7 +32,11 @@ def _eqn_schema() -> dict:
     var_list = {"type": "array", "items": {"$ref": "#/$defs/var"}, "maxItems": 16}
     clauses = []
     for op, (n_args, n_outs, params) in EQN_SIGNATURES.items():
-        args = dict(var_list) if n_args is None else {**var_list, "minItems": n_args, "maxItems": n_args}
+        if n_args is None:
+            args = dict(var_list)
+        else:
+            counts = [n_args] if isinstance(n_args, int) else sorted(n_args)
+            args = {**var_list, "minItems": min(counts), "maxItems": max(counts)}
         outs = dict(var_list) if n_outs is None else {**var_list, "minItems": min(n_outs), "maxItems": max(n_outs)}
         clauses.append({"if": {"properties": {"op": {"const": op}}},
                         "then": {"properties": {"op": True, "args": args, "outs": outs, **params},

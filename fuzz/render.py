@@ -25,12 +25,10 @@ import re
 
 import numpy as np
 
+from fuzz import ops as O
 from fuzz.typecheck import ProgramError, check_identifier, check_program
 
 NEWEST_CAPS = {"shard_map": "jax", "check_kw": "check_vma", "partial_manual": "axis_names", "explicit": True}
-
-_UNARY = {"sin": "jnp.sin({})", "cos": "jnp.cos({})", "tanh": "jnp.tanh({})", "neg": "-{}"}
-_BINARY = {"add": "{} + {}", "sub": "{} - {}", "mul": "{} * {}", "maximum": "jnp.maximum({}, {})"}
 
 # Helpers of the seeded linear functionals (wsum, vjp, jvp), emitted only when used; the
 # same lines in render() and render_repro(). ``weights`` is fuzz.reference.weights.
@@ -192,58 +190,43 @@ class _Renderer:
         return lines
 
     def eqn(self, e: dict, ind: str) -> list:
-        op, a, outs = e["op"], [_id(v) for v in e["args"]], [_id(v) for v in e["outs"]]
-        lhs = outs[0] if len(outs) == 1 else None
-        if op in _UNARY:
-            return [f"{ind}{lhs} = {_UNARY[op].format(*a)}"]
-        if op in _BINARY:
-            return [f"{ind}{lhs} = {_BINARY[op].format(*a)}"]
-        if op in ("sum", "mean", "max"):
-            axis = "" if e.get("axis") is None else f", axis={_int(e['axis'])}"
-            return [f"{ind}{lhs} = jnp.{op}({a[0]}{axis})"]
-        if op == "wsum":
-            self.helpers.add("weights")
-            return [f"{ind}{lhs} = jnp.sum({a[0]} * weights({_int(e['seed'])}, jnp.shape({a[0]})))"]
-        if op == "matmul":
-            return [f"{ind}{lhs} = {a[0]} @ {a[1]}"]
-        if op == "transpose":
-            return [f"{ind}{lhs} = jnp.transpose({a[0]})"]
-        if op == "broadcast":
-            return [f"{ind}{lhs} = jnp.broadcast_to({a[0]}, ({_int(e['size'])},) + {a[0]}.shape)"]
-        names = [_id(n) for n in e.get("axes") or []]
-        axes = repr(names[0]) if len(names) == 1 else _tuple_source(map(repr, names))
-        if op in ("psum", "pmax", "pmin", "pmean"):
-            return [f"{ind}{lhs} = jax.lax.{op}({a[0]}, {axes})"]
-        if op == "axis_index":
-            return [f"{ind}{lhs} = {a[0]} + jax.lax.axis_index({axes}).astype({a[0]}.dtype)"]
-        if op == "all_gather":
-            return [f"{ind}{lhs} = jax.lax.all_gather({a[0]}, {axes}, axis={_int(e['axis'])}, tiled={_bool(e['tiled'])})"]
-        if op == "psum_scatter":
-            return [f"{ind}{lhs} = jax.lax.psum_scatter({a[0]}, {axes}, scatter_dimension={_int(e['axis'])}, tiled=True)"]
-        if op == "ppermute":
-            n = self.ctx_of[id(e)].axis(names[0]).size
-            perm = [(i, (i + int(_int(e["shift"]))) % n) for i in range(n)]
-            return [f"{ind}{lhs} = jax.lax.ppermute({a[0]}, {axes}, perm={perm})"]
-        if op == "all_to_all":
-            return [f"{ind}{lhs} = jax.lax.all_to_all({a[0]}, {axes}, {_int(e['split_axis'])}, "
-                    f"{_int(e['concat_axis'])}, tiled=True)"]
-        if op == "io_callback":
-            arg = f"jax.lax.stop_gradient({a[0]})" if e["stop_gradient"] else a[0]
-            ordered = _bool(e["ordered"])
-            host = self.callback_host(_id(e["tag"]), _bool(e["returns"]) == "True")  # (_bool checks the type)
-            if e["returns"]:
-                return [f"{ind}{lhs} = io_callback({host}, "
-                        f"jax.ShapeDtypeStruct({a[0]}.shape, {a[0]}.dtype), {arg}, ordered={ordered})"]
-            return [f"{ind}io_callback({host}, None, {arg}, ordered={ordered})"]
-        if op == "call":
+        """Source lines of one equation: a nested call here, an op by its registry entry (fuzz/ops/)."""
+        a, outs = [_id(v) for v in e["args"]], [_id(v) for v in e["outs"]]
+        if e["op"] == "call":
             self.n_fn += 1
             name = f"g{self.n_fn}"
             lines = self.function(name, e["fn"], ind)
             lines.append(f"{ind}{_tuple_source(outs) if len(outs) != 1 else outs[0] + ','} = "
                          f"{self.wrap(e['transforms'], name, self.ctx_of[id(e)])}({', '.join(a)})")
             return lines
-        raise ValueError(f"unknown op {op!r}")
+        return O.get(e["op"]).render(self, e, a, outs, self.ctx_of[id(e)], ind)
 
+    # -- what ops use to render themselves (each checks what it pastes: untrusted input) --
+    @staticmethod
+    def int(x) -> str:
+        """An integer as source; ProgramError for anything else."""
+        return _int(x)
+
+    @staticmethod
+    def bool(x) -> str:
+        """A boolean as source; ProgramError for anything else."""
+        return _bool(x)
+
+    @staticmethod
+    def id(name) -> str:
+        """An identifier, checked again where it is pasted."""
+        return _id(name)
+
+    @staticmethod
+    def axes_source(names: list) -> str:
+        """Axis names as a collective takes them: ``'x'`` for one, ``('x', 'y')`` for several."""
+        names = [_id(n) for n in names]
+        return repr(names[0]) if len(names) == 1 else _tuple_source(map(repr, names))
+
+    @staticmethod
+    def spec_source(spec) -> str:
+        """``P(...)`` of a spec list."""
+        return spec_source(spec)
 
     def callback_host(self, tag: str, returns: bool) -> str:
         """Source of the host function of an io_callback (``tag``: an identifier, already checked)."""

@@ -1,11 +1,15 @@
 """Typing rules of the program model: shapes, named axes in scope, and varying manual axes.
 
-Every value of a program has a :class:`Ty`: its shape (float32 only for now) and its
-*vma*, the set of named axes of the context over which it varies (manual mesh axes of
-enclosing ``shard_map`` bodies and axes of enclosing ``vmap`` bodies). The rules here
-are the single source of truth for what a *valid* program is: the strategies only
-choose options these rules accept, :func:`fuzz.reference.evaluate` evaluates under
-them, and :func:`check_program` rejects anything else with :class:`ProgramError`.
+Every value of a program has a :class:`Ty`: its shape, its dtype (float32; int32 only for
+scalar start indices) and its *vma*, the set of named axes of the context over which it
+varies (manual mesh axes of enclosing ``shard_map`` bodies and axes of enclosing ``vmap``
+bodies). The rules here are the single source of truth for what a *valid* program is:
+the strategies only choose options these rules accept, :func:`fuzz.reference.evaluate`
+evaluates under them, and :func:`check_program` rejects anything else with
+:class:`ProgramError`. Each op's own rule lives with its declaration in the op registry
+(:mod:`fuzz.ops`, :meth:`fuzz.ops.base.Op.types`); this module holds the rules every op
+shares (:func:`eqn_types`), the transforms (:func:`enter`, :func:`exit_`) and the
+structure of a program. Function results and (co)tangents are float32.
 
 Semantics follow JAX's documentation:
 - shard_map (docs: "Manual parallelism with shard_map", ``notebooks/shard_map``):
@@ -29,18 +33,23 @@ from __future__ import annotations
 
 import builtins
 import keyword
-import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-UNARY = ("sin", "cos", "tanh", "neg")
-BINARY = ("add", "sub", "mul", "maximum")
-REDUCE = ("sum", "mean", "max")
-WEIGHTED = ("wsum",)  # sum(x * W), W seeded like inputs (fuzz.reference.weights): a random linear functional
+from fuzz import ops as O
+from fuzz.ops.base import (DTYPES, FLOAT, Axis, Ctx, ProgramError, Ty, broadcast_shapes, spec_size,  # noqa: F401
+                           version_tuple)
+from fuzz.ops.base import require as _require
+
+# Op families, from the registry (fuzz/ops/): kept for the modules that name them.
+UNARY = O.names("unary")
+BINARY = O.names("binary")
+REDUCE = tuple(n for n in O.names("reduce") if "axis" in O.get(n).params)
+WEIGHTED = tuple(n for n in O.names("reduce") if "seed" in O.get(n).params)
 REDUCING_COLLECTIVES = ("psum", "pmax", "pmin", "pmean")
-COLLECTIVES = REDUCING_COLLECTIVES + ("all_gather", "psum_scatter", "ppermute", "all_to_all", "axis_index")
-# Ops whose derivative is ambiguous at ties (equal inputs): never under grad.
-TIE_OPS = ("maximum", "max", "pmax", "pmin")
+COLLECTIVES = O.names("collective")
+# Ops whose derivative is a convention (ties): never under grad.
+TIE_OPS = tuple(n for n, op in O.REGISTRY.items() if not op.grad_ok)
 TRANSFORMS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp")
 
 # Identifiers of a program (function, parameter, variable, input and mesh/vmap axis
@@ -61,229 +70,32 @@ RESERVED = frozenset(keyword.kwlist) | frozenset(getattr(keyword, "softkwlist", 
 NESTED_FUNCTION = re.compile(r"g\d+")  # the renderer names nested functions g1, g2, ...
 MAX_NESTING = 12  # nested calls inside one function: deeper is not a program the generator makes
 
-# Equation signatures: number of arguments (None: any) and of outputs (a set), and
-# the parameters each op requires. The program schema's equation entries are built
-# from this table (fuzz.program.schema), so the two cannot drift.
-_AXES = {"type": "array", "items": {"$ref": "#/$defs/name"}, "minItems": 1, "maxItems": 4}
-_ONE_AXIS = {**_AXES, "maxItems": 1}
-_DIM = {"type": "integer", "minimum": 0, "maximum": 8}
-_OPTIONAL_DIM = {"oneOf": [{"type": "null"}, _DIM]}
-_BOOL = {"type": "boolean"}
-_SEED = {"type": "integer", "minimum": 0, "maximum": 255}
+# Equation signatures: number of arguments (int, set of ints, or None: any) and of outputs
+# (a set), and the parameters each op requires, built from the op registry (fuzz/ops/)
+# plus the structural ``call``. The program schema's equation entries are built from this
+# table (fuzz.program.schema), so the two cannot drift.
 EQN_SIGNATURES = {
-    **{op: (1, {1}, {}) for op in UNARY},
-    **{op: (2, {1}, {}) for op in BINARY},
-    **{op: (1, {1}, {"axis": _OPTIONAL_DIM}) for op in REDUCE},
-    **{op: (1, {1}, {"seed": _SEED}) for op in WEIGHTED},
-    "matmul": (2, {1}, {}),
-    "transpose": (1, {1}, {}),
-    "broadcast": (1, {1}, {"size": {"type": "integer", "minimum": 1, "maximum": 64}}),
-    **{op: (1, {1}, {"axes": _AXES}) for op in REDUCING_COLLECTIVES + ("axis_index",)},
-    "all_gather": (1, {1}, {"axes": _ONE_AXIS, "axis": _DIM, "tiled": _BOOL}),
-    "psum_scatter": (1, {1}, {"axes": _ONE_AXIS, "axis": _DIM}),
-    "ppermute": (1, {1}, {"axes": _ONE_AXIS, "shift": {"type": "integer", "minimum": -64, "maximum": 64}}),
-    "all_to_all": (1, {1}, {"axes": _ONE_AXIS, "split_axis": _DIM, "concat_axis": _DIM}),
-    "io_callback": (1, {0, 1}, {"tag": {"$ref": "#/$defs/name"}, "ordered": _BOOL, "returns": _BOOL,
-                                "stop_gradient": _BOOL}),
+    **{name: op.signature() for name, op in O.REGISTRY.items()},
     "call": (None, None, {"transforms": {"type": "array", "maxItems": 8, "items": {"$ref": "#/$defs/transform"}},
                           "fn": {"$ref": "#/$defs/function"}}),
 }
 
 
-class ProgramError(ValueError):
-    """A program breaks a typing rule: the generator or a hand edit made it invalid."""
-
-
-@dataclass(frozen=True)
-class Ty:
-    """Type of one value: ``shape`` (tuple of ints, float32) and ``vma`` (axis names it varies over)."""
-
-    shape: tuple
-    vma: frozenset = frozenset()
-
-    @property
-    def rank(self) -> int:
-        return len(self.shape)
-
-
-@dataclass(frozen=True)
-class Axis:
-    """A named axis in scope: a manual mesh axis (``kind='mesh'``) or a vmap axis (``kind='vmap'``).
-
-    ``check_vma`` is the enclosing shard_map's setting (mesh axes only); ``visible``
-    is False for a vmap without ``axis_name`` (no collective may name it).
-    """
-
-    name: str
-    size: int
-    kind: str
-    check_vma: bool = True
-    visible: bool = True
-
-
-@dataclass(frozen=True)
-class Ctx:
-    """Typing context of a function body.
-
-    - ``mesh``: {axis name: size} of the program's mesh; ``explicit``: Explicit axis types.
-    - ``axes``: named axes in scope, outermost first.
-    - ``reserved``: mesh axes taken by an enclosing vmap's ``spmd_axis_name``.
-    - ``grad_at``: number of ``axes`` outside the innermost enclosing grad (None: no grad).
-    - ``jit``: inside a ``jit`` (traced, not run eagerly).
-    - ``rules``: restrictions of the worker's JAX release (:func:`release_rules`).
-    """
-
-    mesh: dict
-    explicit: bool = False
-    axes: tuple = ()
-    reserved: frozenset = frozenset()
-    grad_at: int | None = None
-    n_vmap: int = 0  # vmaps enclosing this body (names the unnamed ones)
-    jit: bool = False
-    rules: frozenset = frozenset()
-
-    def axis(self, name: str) -> Axis:
-        for a in self.axes:
-            if a.name == name:
-                return a
-        raise ProgramError(f"axis {name!r} is not in scope")
-
-    @property
-    def manual(self) -> frozenset:
-        return frozenset(a.name for a in self.axes if a.kind == "mesh")
-
-    @property
-    def in_vmap(self) -> bool:
-        return any(a.kind == "vmap" for a in self.axes)
-
-    @property
-    def in_grad(self) -> bool:
-        return self.grad_at is not None
-
-    def collective_axes(self) -> list:
-        """Axis names a collective may use here: visible, not reserved, and not across a grad it cannot cross."""
-        out = []
-        for i, a in enumerate(self.axes):
-            if not a.visible or a.name in self.reserved:
-                continue
-            if self.grad_at is not None and i < self.grad_at and not (a.kind == "mesh" and a.check_vma):
-                continue
-            out.append(a.name)
-        return out
-
-
-def _require(cond: bool, msg: str) -> None:
-    if not cond:
-        raise ProgramError(msg)
-
-
-def broadcast_shapes(a: tuple, b: tuple) -> tuple:
-    """NumPy broadcasting of two shapes (trailing alignment); ProgramError when incompatible."""
-    out = []
-    for i in range(1, max(len(a), len(b)) + 1):
-        da = a[-i] if i <= len(a) else 1
-        db = b[-i] if i <= len(b) else 1
-        _require(da == db or da == 1 or db == 1, f"shapes {a} and {b} do not broadcast")
-        out.append(max(da, db))
-    return tuple(reversed(out))
-
-
-def spec_size(spec_entry, mesh: dict) -> int:
-    """Number of blocks a PartitionSpec entry (None or list of axis names) splits a dim into."""
-    return 1 if spec_entry is None else math.prod(mesh[a] for a in spec_entry)
-
-
 def eqn_types(eqn: dict, args: list, ctx: Ctx) -> list:
-    """Result types of a primitive equation (not ``call``) given its argument types; ProgramError if invalid."""
-    op = eqn["op"]
-    if op in TIE_OPS:
-        _require(not ctx.in_grad, f"{op} has ambiguous derivatives at ties: not under grad")
-    if op in UNARY:
-        return [args[0]]
-    if op in BINARY:
-        a, b = args
-        return [Ty(broadcast_shapes(a.shape, b.shape), a.vma | b.vma)]
-    if op in REDUCE:
-        (a,) = args
-        ax = eqn.get("axis")
-        if ax is None:
-            return [Ty((), a.vma)]
-        _require(0 <= ax < a.rank, f"{op} axis {ax} out of range for rank {a.rank}")
-        return [Ty(a.shape[:ax] + a.shape[ax + 1:], a.vma)]
-    if op in WEIGHTED:
-        return [Ty((), args[0].vma)]
-    if op == "matmul":
-        a, b = args
-        _require(a.rank >= 1 and b.rank == 2 and a.shape[-1] == b.shape[0], f"matmul of {a.shape} and {b.shape}")
-        return [Ty(a.shape[:-1] + (b.shape[1],), a.vma | b.vma)]
-    if op == "transpose":
-        return [Ty(tuple(reversed(args[0].shape)), args[0].vma)]
-    if op == "broadcast":
-        return [Ty((eqn["size"],) + args[0].shape, args[0].vma)]
-    if op in COLLECTIVES:
-        return [_collective_type(eqn, args[0], ctx)]
-    if op == "io_callback":
-        (a,) = args
-        if eqn["ordered"]:
-            _require(not ctx.in_vmap, "an ordered io_callback cannot be batched by vmap")
-        # "callbacks are only supported in spmd computations when all mesh axes are
-        # partitioned manually (no partial automatic sharding)" (jax/_src/callback.py)
-        _require(not ctx.manual or ctx.manual == set(ctx.mesh), "io_callback inside a partial-manual shard_map")
-        if ctx.in_grad:
-            _require(eqn["stop_gradient"], "io_callback under grad needs stop_gradient (no JVP rule)")
-            _require("no_callback_under_grad" not in ctx.rules,
-                     "this JAX release has no io_callback under grad (\"IO callbacks do not support JVP\")")
-        if eqn["returns"]:
-            # JAX types an io_callback result inside shard_map as unvarying whatever its input:
-            # only a callback on an unvarying value returns what its type says.
-            _require(not (a.vma & ctx.manual), "io_callback with a result on a value varying over a manual axis")
-            return [a]
-        return []
-    raise ProgramError(f"unknown primitive {op!r}")
+    """Result types of a primitive equation (not ``call``) given its argument types; ProgramError if invalid.
 
-
-def _collective_type(eqn: dict, a: Ty, ctx: Ctx) -> Ty:
-    op = eqn["op"]
-    names = eqn["axes"]
-    allowed = ctx.collective_axes()
-    for n in names:
-        _require(n in allowed, f"{op} over axis {n!r}, which is not usable here (in scope: {allowed})")
-    _require(len(set(names)) == len(names), f"{op} names an axis twice")
-    if op in REDUCING_COLLECTIVES:
-        if "check_rep" in ctx.rules:
-            for n in names:
-                ax = ctx.axis(n)
-                if ax.kind == "mesh" and ax.check_vma:
-                    _require(op not in ("pmax", "pmin"), f"{op} has no replication rule under check_rep")
-                    _require(n in a.vma, f"under check_rep {op} needs a value varying over {n!r}")
-        return Ty(a.shape, a.vma - frozenset(names))
-    if op == "axis_index":
-        return Ty(a.shape, a.vma | frozenset(names))
-    _require(len(names) == 1, f"{op} takes one axis name here")
-    n = ctx.axis(names[0]).size
-    vma = a.vma | frozenset(names)
-    if op == "ppermute":
-        return Ty(a.shape, vma)
-    if op == "all_gather":
-        d = eqn["axis"]
-        if eqn["tiled"]:
-            _require(a.rank >= 1 and 0 <= d < a.rank, "tiled all_gather needs a dim")
-            return Ty(a.shape[:d] + (a.shape[d] * n,) + a.shape[d + 1:], vma)
-        _require(0 <= d <= a.rank, "all_gather axis out of range")
-        return Ty(a.shape[:d] + (n,) + a.shape[d:], vma)
-    if op == "psum_scatter":
-        d = eqn["axis"]
-        _require(a.rank >= 1 and 0 <= d < a.rank and a.shape[d] % n == 0, "psum_scatter dim must divide")
-        return Ty(a.shape[:d] + (a.shape[d] // n,) + a.shape[d + 1:], vma)
-    if op == "all_to_all":
-        s, c = eqn["split_axis"], eqn["concat_axis"]
-        _require(a.rank >= 1 and 0 <= s < a.rank and 0 <= c < a.rank, "all_to_all axes out of range")
-        _require(a.shape[s] % n == 0, "all_to_all split dim must divide")
-        shape = list(a.shape)
-        shape[s] //= n
-        shape[c] *= n
-        return Ty(tuple(shape), vma)
-    raise ProgramError(f"unknown collective {op!r}")
+    The op's own rule (:meth:`fuzz.ops.base.Op.types`) after the rules every op shares:
+    known op, argument dtypes, the release gate (``no_op:<name>``) and grad.
+    """
+    op = O.get(eqn["op"])
+    if not op.grad_ok:
+        _require(not ctx.in_grad, f"{op.name} {op.no_grad_reason}: not under grad")
+    _require(f"no_op:{op.name}" not in ctx.rules, f"this JAX release has no {op.name} (it came in {op.since})")
+    want = op.arg_dtypes(eqn)
+    _require(len(want) == len(args), f"{op.name} takes {len(want)} argument(s), not {len(args)}")
+    for k, (a, dt) in enumerate(zip(args, want)):
+        _require(a.dtype == dt, f"{op.name} argument {k} must be {dt}, not {a.dtype}")
+    return list(op.types(eqn, args, ctx))
 
 
 def vmap_axis_name(t: dict, ctx: Ctx) -> str:
@@ -299,6 +111,7 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
     if kind in ("grad", "value_and_grad"):
         _require(len(t["argnums"]) == len(set(t["argnums"])), "argnums repeat")
         _require(all(0 <= i < len(args) for i in t["argnums"]), "argnums out of range")
+        _require(all(args[i].dtype == FLOAT for i in t["argnums"]), f"{kind} with respect to an int32 argument")
         return replace(ctx, grad_at=len(ctx.axes)), list(args)
     if kind in ("vjp", "jvp"):
         # Inside a shard_map body (check_vma on) jax.vjp refuses a constant cotangent for a
@@ -307,6 +120,7 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         # down: refused rather than guessed. Anywhere else they are typed like grad.
         _require(not ctx.manual, f"{kind} inside a shard_map body is not generated")
         _require(len(args) >= 1, f"{kind} of a function without arguments")
+        _require(all(a.dtype == FLOAT for a in args), f"{kind} of a function with an int32 argument")
         return replace(ctx, grad_at=len(ctx.axes)), list(args)
     if kind == "shard_map":
         mesh = ctx.mesh
@@ -335,7 +149,7 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
             shape = tuple(d // spec_size(s, mesh) for d, s in zip(a.shape, spec))
             for d, s in zip(a.shape, spec):
                 _require(d % spec_size(s, mesh) == 0, f"dim {d} not divisible by {s}")
-            inner.append(Ty(shape, a.vma | frozenset(x for s in spec if s for x in s)))
+            inner.append(replace(a, shape=shape, vma=a.vma | frozenset(x for s in spec if s for x in s)))
         new_axes = tuple(Axis(n, mesh[n], "mesh", t["check_vma"]) for n in mesh if n in names)
         return replace(ctx, axes=ctx.axes + new_axes), inner
     if kind == "vmap":
@@ -364,7 +178,7 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
             if ax is None:
                 inner.append(a)
             else:
-                inner.append(Ty(a.shape[:ax] + a.shape[ax + 1:], a.vma | {name}))
+                inner.append(replace(a, shape=a.shape[:ax] + a.shape[ax + 1:], vma=a.vma | {name}))
         return replace(ctx, axes=ctx.axes + (axis,), reserved=reserved, n_vmap=ctx.n_vmap + 1), inner
     raise ProgramError(f"unknown transform {kind!r}")
 
@@ -390,7 +204,7 @@ def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
         # summed over the axis (unvarying); along vmap axes and unchecked manual axes each
         # index has its own gradient, which varies wherever the loss does.
         independent = frozenset(a.name for a in outer.axes if a.kind == "vmap" or not a.check_vma)
-        grads = [Ty(args[i].shape, args[i].vma | (loss.vma & independent)) for i in t["argnums"]]
+        grads = [replace(args[i], vma=args[i].vma | (loss.vma & independent)) for i in t["argnums"]]
         return ([loss] if kind == "value_and_grad" else []) + grads
     if kind == "vjp":
         # outputs, then one cotangent per argument. A cotangent varies where its argument
@@ -400,7 +214,7 @@ def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
         # pullback feeds an output too.
         independent = frozenset(a.name for a in outer.axes if a.kind == "vmap" or not a.check_vma)
         varying = frozenset().union(*(r.vma for r in results)) & independent
-        return list(results) + [Ty(a.shape, a.vma | varying) for a in args]
+        return list(results) + [replace(a, vma=a.vma | varying) for a in args]
     if kind == "jvp":
         # outputs, then their tangents: a tangent has its output's type (the seeded input
         # tangents are unvarying, and the linearized ops follow the same vma rules)
@@ -415,7 +229,7 @@ def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
             missing = (r.vma & mine) - named
             _require(not missing, f"out_specs {spec} omit axes {sorted(missing)} the result varies over")
             shape = tuple(d * spec_size(s, outer.mesh) for d, s in zip(r.shape, spec))
-            out.append(Ty(shape, r.vma - mine))
+            out.append(replace(r, shape=shape, vma=r.vma - mine))
         return out
     if kind == "vmap":
         name = inner.axes[-1].name
@@ -428,7 +242,7 @@ def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
                 out.append(r)
             else:
                 _require(0 <= ax <= r.rank, "out_axes out of range")
-                out.append(Ty(r.shape[:ax] + (b,) + r.shape[ax:], r.vma - {name}))
+                out.append(replace(r, shape=r.shape[:ax] + (b,) + r.shape[ax:], vma=r.vma - {name}))
         return out
     raise ProgramError(f"unknown transform {kind!r}")
 
@@ -448,12 +262,17 @@ def release_rules(caps: dict | None) -> frozenset:
     - ``no_explicit``: no Explicit axis types (``jax.sharding.AxisType`` is missing);
     - ``no_nested_shard_map``: the experimental shard_map cannot be nested (jax 0.4.26 and
       0.4.38, measured: AttributeError "'RewriteTrace' object has no attribute
-      'process_shard_map'"; the renderer also passes no mesh to a nested one).
+      'process_shard_map'"; the renderer also passes no mesh to a nested one);
+    - ``no_op:<name>``: the op ``name`` of the registry (fuzz/ops/) came in a later
+      release than ``caps["jax_version"]`` (its ``since``).
     No caps (None): the newest release's rules, i.e. none of these.
     """
     if not caps:
         return frozenset()
     rules = set()
+    version = version_tuple(caps.get("jax_version", ""))
+    if version:
+        rules.update(f"no_op:{n}" for n, op in O.REGISTRY.items() if version < version_tuple(op.since))
     if not caps.get("partial_manual"):
         rules.add("no_partial_manual")
     elif caps.get("eager_partial_manual") is False:
@@ -478,8 +297,14 @@ def root_ctx(program: dict, caps: dict | None = None) -> Ctx:
 
 
 def input_types(program: dict) -> dict:
-    """{input name: Ty} for the program's global inputs."""
-    return {i["name"]: Ty(tuple(i["shape"])) for i in program["inputs"]}
+    """{input name: Ty} for the program's global inputs (an int32 input is a scalar: a start index)."""
+    out = {}
+    for i in program["inputs"]:
+        dtype = i.get("dtype", FLOAT)
+        _require(dtype in DTYPES, f"input dtype {str(dtype)[:40]!r} is not one of {', '.join(DTYPES)}")
+        _require(dtype == FLOAT or not i["shape"], f"the int32 input {i['name']!r} is not a scalar")
+        out[i["name"]] = Ty(tuple(i["shape"]), dtype=dtype)
+    return out
 
 
 def function_types(fn: dict, ctx: Ctx, params: list, env: dict, on_eqn=None) -> list:
@@ -514,7 +339,9 @@ def function_types(fn: dict, ctx: Ctx, params: list, env: dict, on_eqn=None) -> 
 def call_types(transforms: list, fn: dict, ctx: Ctx, args: list, env: dict, on_eqn=None) -> list:
     """Types of ``transforms[0](transforms[1](...fn))(*args)``; ProgramError if invalid."""
     if not transforms:
-        return function_types(fn, ctx, args, env, on_eqn)
+        results = function_types(fn, ctx, args, env, on_eqn)
+        _require(all(r.dtype == FLOAT for r in results), "a function returns an int32 value (results are float32)")
+        return results
     t = transforms[0]
     inner_ctx, inner_args = enter(t, ctx, args)
     if t["kind"] == "shard_map" and ctx.explicit:
@@ -542,8 +369,10 @@ def _check_eqn_signature(eqn: dict) -> None:
     op = eqn.get("op")
     _require(op in EQN_SIGNATURES, f"unknown primitive {str(op)[:40]!r}")
     n_args, n_outs, params = EQN_SIGNATURES[op]
-    if n_args is not None:
+    if isinstance(n_args, int):
         _require(len(eqn["args"]) == n_args, f"{op} takes {n_args} argument(s), not {len(eqn['args'])}")
+    elif n_args is not None:
+        _require(len(eqn["args"]) in n_args, f"{op} takes {sorted(n_args)} argument(s), not {len(eqn['args'])}")
     if n_outs is not None:
         _require(len(eqn["outs"]) in n_outs, f"{op} has {sorted(n_outs)} output(s), not {len(eqn['outs'])}")
     extra = sorted(set(eqn) - {"op", "args", "outs"} - set(params))

@@ -16,11 +16,12 @@ may capture any variable of the enclosing scopes.
 """
 from __future__ import annotations
 
-import math
 
 from hypothesis import strategies as st
 
+from fuzz import ops as O
 from fuzz import typecheck as T
+from fuzz.ops.base import Scope
 from fuzz.render import NEWEST_CAPS
 
 AXIS_NAMES = ("x", "y", "z")
@@ -69,16 +70,21 @@ def partition_specs(draw, shape: tuple, axes: list, sizes: dict):
 
 
 class _Gen:
-    """One program's generation state: the draw function, name counters, capabilities."""
+    """One program's generation state: the draw function, name counters, capabilities, disabled names."""
 
-    def __init__(self, draw, caps: dict, max_depth: int, max_eqns: int):
+    def __init__(self, draw, caps: dict, max_depth: int, max_eqns: int, disabled: frozenset = frozenset()):
         self.draw = draw
         self.caps = caps
         self.max_depth = max_depth
         self.max_eqns = max_eqns
+        self.disabled = disabled
         self.n_var = 0
         self.n_param = 0
         self.n_cb = 0
+        self.nest = 0  # nested calls around the body being drawn
+        self.losses = [o for o in LOSSES if o not in disabled]  # a grad's loss: sum first (shrinking goes there)
+        # a rank-0 result becomes rank 1 through this op (None: results are chosen among safe values)
+        self.glue = next((o for o in GLUE if o not in disabled and o in O.REGISTRY), None)
 
     def var(self) -> str:
         self.n_var += 1
@@ -88,11 +94,16 @@ class _Gen:
         self.n_param += 1
         return f"a{self.n_param}"
 
+    def tag(self) -> str:
+        self.n_cb += 1
+        return f"cb{self.n_cb}"
+
     # ---------------------------------------------------------------- transforms
-    def transform_in(self, ctx: T.Ctx, args: list, after_grad: bool, scalar_ok: bool) -> dict:
-        """Draw a transform and its input-side parameters, valid for ``args`` in ``ctx``."""
+    def transform_in(self, ctx: T.Ctx, args: list, after_grad: bool, scalar_ok: bool) -> dict | None:
+        """Draw a transform and its input-side parameters, valid for ``args`` in ``ctx`` (None: none is allowed)."""
         draw = self.draw
         kinds = ["jit"]
+        floats = [a.dtype == T.FLOAT for a in args]
         if not after_grad:
             if any(a.rank >= 1 for a in args):
                 kinds += ["vmap", "vmap"]
@@ -102,18 +113,22 @@ class _Gen:
                 kinds += ["shard_map", "shard_map"]
             # directly under a shard_map a rank-0 result may vary (a gradient with
             # check_vma off): no out_specs could name the axis, so only rank >= 1 there
-            grad_args = [i for i, a in enumerate(args) if scalar_ok or a.rank >= 1]
-            if grad_args:
+            grad_args = [i for i, a in enumerate(args) if floats[i] and (scalar_ok or a.rank >= 1)]
+            if grad_args and self.losses:
                 kinds.append("grad")
-            if args and scalar_ok:
+            if any(floats) and scalar_ok and self.losses:
                 kinds.append("value_and_grad")
-            if args and not ctx.manual:  # seeded (co)tangents: not inside a shard_map body (fuzz.typecheck.enter)
+            # seeded (co)tangents: not inside a shard_map body (fuzz.typecheck.enter), float arguments only
+            if args and all(floats) and not ctx.manual:
                 kinds += ["vjp", "jvp"]
+        kinds = [k for k in kinds if k not in self.disabled]
+        if not kinds:
+            return None
         kind = draw(st.sampled_from(kinds))
         if kind == "jit":
             return {"kind": "jit"}
         if kind in ("grad", "value_and_grad"):
-            pool = grad_args if kind == "grad" else list(range(len(args)))
+            pool = grad_args if kind == "grad" else [i for i in range(len(args)) if floats[i]]
             argnums = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=len(pool), unique=True))
             return {"kind": kind, "argnums": sorted(argnums)}
         if kind in ("vjp", "jvp"):
@@ -148,7 +163,6 @@ class _Gen:
         # a nested shard_map keeps the enclosing one's check_vma (see fuzz.typecheck.enter)
         check = outer[0] if outer else draw(st.booleans().map(lambda b: not b))  # True (the default) first
         return {"kind": "shard_map", "in_specs": in_specs, "out_specs": [], "check_vma": check, "axis_names": names}
-
     def transform_out(self, t: dict, outer: T.Ctx, inner: T.Ctx, results: list) -> None:
         """Fill out_specs / out_axes once the inner results are known."""
         draw = self.draw
@@ -186,10 +200,10 @@ class _Gen:
 
         Returns (transforms, function, result types).
         """
-        if n == 0:
+        t = self.transform_in(ctx, args, after_grad, scalar_ok) if n > 0 else None
+        if t is None:
             fn, results = self.function(ctx, args, env, depth, want_scalar=in_grad_chain)
             return [], fn, results
-        t = self.transform_in(ctx, args, after_grad, scalar_ok)
         inner_ctx, inner_args = T.enter(t, ctx, args)
         if t["kind"] == "shard_map" and ctx.explicit:
             env = {}  # no capture into shard_map over Explicit axes (see fuzz.typecheck.call_types)
@@ -204,7 +218,10 @@ class _Gen:
 
     # ---------------------------------------------------------------- functions
     def function(self, ctx: T.Ctx, param_types: list, env: dict, depth: int, want_scalar: bool):
-        """A function body in ``ctx``; ``env`` maps captured names to types. Returns (fn, result types)."""
+        """A function body in ``ctx``; ``env`` maps captured names to types. Returns (fn, result types).
+
+        At least one parameter is float32 (the caller's duty), so a float result always exists.
+        """
         draw = self.draw
         params = [self.param() for _ in param_types]
         local = dict(zip(params, param_types))
@@ -213,18 +230,23 @@ class _Gen:
         for _ in range(draw(st.integers(1, self.max_eqns))):
             visible = {**env, **local}
             order = list(reversed(new_vars)) + params + [v for v in env if v not in local]
-            e, outs = self.equation(ctx, visible, order, depth)
-            eqns.append(e)
-            for v, t in outs:
-                local[v] = t
-                new_vars.append(v)
-        pool = list(reversed(new_vars)) + params
+            drawn = self.equation(ctx, visible, order, depth)
+            if not drawn:
+                break  # nothing this program may draw applies here: the identity path
+            for e, outs in drawn:
+                eqns.append(e)
+                for v, t in outs:
+                    local[v] = t
+                    new_vars.append(v)
+        pool = [v for v in list(reversed(new_vars)) + params if local[v].dtype == T.FLOAT]
         if want_scalar:
+            if not self.losses:
+                pool = [v for v in pool if local[v].rank == 0] or pool
             r = draw(st.sampled_from(pool))
             if local[r].rank:
                 # a plain sum (all-ones cotangent) or a seeded weighted sum (a random one)
                 s = self.var()
-                if draw(st.sampled_from(["sum", "wsum"])) == "sum":
+                if draw(st.sampled_from(self.losses)) == "sum":
                     eqns.append({"op": "sum", "args": [r], "outs": [s], "axis": None})
                 else:
                     eqns.append({"op": "wsum", "args": [r], "outs": [s], "seed": draw(st.integers(0, 255))})
@@ -232,176 +254,124 @@ class _Gen:
                 r = s
             results = [r]
         else:
+            if self.glue is None:  # no rank-0 result can be made rank 1: only safe ones
+                pool = [v for v in pool if _safe(local[v], ctx)]
             results = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=2, unique=True))
             for k, r in enumerate(results):
-                if local[r].rank == 0:  # rank >= 1 so that any out_specs can name a varying axis
+                if local[r].rank == 0 and self.glue is not None:  # rank >= 1: any out_specs can name a varying axis
                     s = self.var()
-                    eqns.append({"op": "broadcast", "args": [r], "outs": [s], "size": 1})
+                    eqns.append(_GLUE_EQN[self.glue](r, s))
                     local[s] = T.Ty((1,), local[r].vma)
                     results[k] = s
         fn = {"params": params, "eqns": eqns, "results": results}
         return fn, [local[r] for r in results]
 
-    def equation(self, ctx: T.Ctx, visible: dict, order: list, depth: int):
-        """One equation over visible variables (``order``: most recent first). Returns (eqn, [(var, Ty)])."""
-        draw = self.draw
-        small = [v for v in order if math.prod(visible[v].shape) * 2 <= MAX_ELEMENTS]
-        kinds = ["unary", "binary", "reduce"]
-        if any(visible[v].rank >= 2 for v in order):
-            kinds.append("transpose")
-        mm = [(a, b) for a in order for b in order
-              if visible[b].rank == 2 and visible[a].rank >= 1 and visible[a].shape[-1] == visible[b].shape[0]]
-        if mm:
-            kinds.append("matmul")
-        if any(visible[v].rank < MAX_RANK for v in small):
-            kinds.append("broadcast")
-        axes = ctx.collective_axes()
-        if axes:
-            kinds += ["collective"] * 3
-        if (not ctx.manual or ctx.manual == set(ctx.mesh)) and not (  # (see fuzz.typecheck)
-                ctx.in_grad and "no_callback_under_grad" in ctx.rules):
-            kinds.append("io_callback")
-        if depth < self.max_depth:
-            kinds += ["call", "call"]
-        kind = draw(st.sampled_from(kinds))
-        out = self.var()
+    def equation(self, ctx: T.Ctx, visible: dict, order: list, depth: int) -> list:
+        """Equations over visible variables (``order``: most recent first): [(eqn, [(var, Ty)])].
 
-        if kind == "unary":
-            a = draw(st.sampled_from(order))
-            return {"op": draw(st.sampled_from(T.UNARY)), "args": [a], "outs": [out]}, [(out, visible[a])]
-        if kind == "binary":
-            a = draw(st.sampled_from(order))
-            partners = [b for b in order if _broadcasts(visible[a].shape, visible[b].shape)]
-            b = draw(st.sampled_from(partners))
-            ops = [o for o in T.BINARY if not (ctx.in_grad and o in T.TIE_OPS)]
-            e = {"op": draw(st.sampled_from(ops)), "args": [a, b], "outs": [out]}
-            return e, [(out, T.eqn_types(e, [visible[a], visible[b]], ctx)[0])]
-        if kind == "reduce":
-            a = draw(st.sampled_from(order))
-            ops = [o for o in T.REDUCE if not (ctx.in_grad and o in T.TIE_OPS)] + list(T.WEIGHTED)
-            op = draw(st.sampled_from(ops))
-            if op in T.WEIGHTED:
-                e = {"op": op, "args": [a], "outs": [out], "seed": draw(st.integers(0, 255))}
-            else:
-                e = {"op": op, "args": [a], "outs": [out],
-                     "axis": draw(st.sampled_from([None] + list(range(visible[a].rank))))}
-            return e, [(out, T.eqn_types(e, [visible[a]], ctx)[0])]
-        if kind == "transpose":
-            a = draw(st.sampled_from([v for v in order if visible[v].rank >= 2]))
-            e = {"op": "transpose", "args": [a], "outs": [out]}
-            return e, [(out, T.eqn_types(e, [visible[a]], ctx)[0])]
-        if kind == "matmul":
-            a, b = draw(st.sampled_from(mm))
-            e = {"op": "matmul", "args": [a, b], "outs": [out]}
-            return e, [(out, T.eqn_types(e, [visible[a], visible[b]], ctx)[0])]
-        if kind == "broadcast":
-            a = draw(st.sampled_from([v for v in small if visible[v].rank < MAX_RANK]))
-            e = {"op": "broadcast", "args": [a], "outs": [out], "size": draw(st.sampled_from([1, 2]))}
-            return e, [(out, T.eqn_types(e, [visible[a]], ctx)[0])]
-        if kind == "collective":
-            return self.collective(ctx, visible, order, small, axes, out)
-        if kind == "io_callback":
-            a = draw(st.sampled_from(order))
-            self.n_cb += 1
-            can_return = not (visible[a].vma & ctx.manual)
-            e = {"op": "io_callback", "args": [a], "outs": [], "tag": f"cb{self.n_cb}",
-                 "ordered": draw(st.booleans()) if not ctx.in_vmap else False,
-                 "returns": draw(st.booleans()) if can_return else False,
-                 "stop_gradient": ctx.in_grad}
-            if e["returns"]:
-                e["outs"] = [out]
-                return e, [(out, visible[a])]
-            return e, []
-        # nested call: 1-2 arguments, 1-2 transforms, the body may capture anything visible
-        args = draw(st.lists(st.sampled_from(order), min_size=1, max_size=2, unique=True))
+        Usually one (an op may put a prelude first, e.g. a start index); [] when no op or
+        nested call this program may draw applies here. A family is drawn by its weight
+        (fuzz.ops.FAMILY_WEIGHTS), then an op of it; an op whose draw is not applicable
+        here (None) is dropped and another drawn.
+        """
+        draw = self.draw
+        scope = Scope(visible, order, self.caps, self.disabled, self.var, self.tag,
+                      lambda e: T.eqn_types(e, [scope.visible[a] for a in e["args"]], ctx), MAX_ELEMENTS, MAX_RANK)
+        families = {}
+        for op in O.REGISTRY.values():
+            if op.name in self.disabled or (ctx.in_grad and not op.grad_ok) or f"no_op:{op.name}" in ctx.rules:
+                continue
+            families.setdefault(op.family, []).append(op)
+        if depth < self.max_depth and self.nest < self.max_depth and "call" not in self.disabled and scope.floats():
+            families["call"] = None
+        weighted = [f for f, w in O.FAMILY_WEIGHTS.items() if f in families for _ in range(w)]
+        while weighted:
+            fam = draw(st.sampled_from(weighted))
+            if fam == "call":
+                return [self.nested_call(ctx, scope, depth)]
+            ops = families[fam]
+            while ops:
+                op = draw(st.sampled_from(ops))
+                got = op.draw(draw, ctx, scope)
+                if got is not None:
+                    return self._typed(got if isinstance(got, list) else [got], ctx, visible)
+                ops = [o for o in ops if o is not op]
+            weighted = [f for f in weighted if f != fam]
+        return []
+
+    def _typed(self, eqns: list, ctx: T.Ctx, visible: dict) -> list:
+        """[(eqn, [(var, Ty)])] for equations drawn in a row (each may read the ones before)."""
+        seen = dict(visible)
+        out = []
+        for e in eqns:
+            types = T.eqn_types(e, [seen[a] for a in e["args"]], ctx)
+            seen.update(zip(e["outs"], types))
+            out.append((e, list(zip(e["outs"], types))))
+        return out
+
+    def nested_call(self, ctx: T.Ctx, scope: Scope, depth: int):
+        """A call of a nested function: 1-2 arguments (the first float32), 1-2 transforms; the body
+        may capture anything visible."""
+        draw = self.draw
+        visible = scope.visible
+        floats = scope.floats()
+        if self.glue is None:  # no glue: arguments are safe values, so the body has a safe result (see _safe)
+            floats = [v for v in floats if _safe(visible[v], ctx)] or floats
+        first = draw(st.sampled_from(floats))
+        others = [v for v in scope.order if v != first and (self.glue is not None or _safe(visible[v], ctx))]
+        args = [first] + _some(draw, others, 1)
         n = draw(st.integers(1, min(2, self.max_depth - depth)))
-        transforms, fn, results = self.chain_call(ctx, [visible[a] for a in args], visible, depth, n)
-        outs = [out] + [self.var() for _ in results[1:]]
+        self.nest += 1  # (a chain of jits adds no depth: the nesting of calls is bounded too)
+        try:
+            transforms, fn, results = self.chain_call(ctx, [visible[a] for a in args], visible, depth, n)
+        finally:
+            self.nest -= 1
+        outs = [self.var() for _ in results]
         e = {"op": "call", "args": args, "outs": outs, "transforms": transforms, "fn": fn}
         return e, list(zip(outs, results))
 
-    def collective(self, ctx, visible, order, small, axes, out):
-        draw = self.draw
-        ops = ["psum", "pmean", "pmax", "pmin", "axis_index", "all_gather", "ppermute", "psum_scatter", "all_to_all"]
-        if ctx.in_grad:
-            ops = [o for o in ops if o not in T.TIE_OPS]
-        # Releases with check_rep (the experimental shard_map) have no replication rule for
-        # pmax/pmin and refuse a psum of a value replicated over the axis: keep clear of both.
-        checked = {a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma}
-        old = self.caps.get("check_kw") == "check_rep" and checked
-        if old:
-            ops = [o for o in ops if o not in ("pmax", "pmin")]
-        op = draw(st.sampled_from(ops))
-        size = {a.name: a.size for a in ctx.axes}
-        if op in ("psum", "pmean", "pmax", "pmin", "axis_index"):
-            a = draw(st.sampled_from(order))
-            names_ok = axes
-            if old and op != "axis_index":
-                names_ok = [n for n in axes if n in visible[a].vma or n not in checked]
-                if not names_ok:
-                    op, names_ok = "axis_index", axes
-            names = draw(st.lists(st.sampled_from(names_ok), min_size=1, max_size=2, unique=True))
-            e = {"op": op, "args": [a], "outs": [out], "axes": names}
-        elif op == "ppermute":
-            a = draw(st.sampled_from(order))
-            name = draw(st.sampled_from(axes))
-            e = {"op": op, "args": [a], "outs": [out], "axes": [name],
-                 "shift": draw(st.integers(1, max(1, size[name] - 1))) % size[name]}
-        elif op == "all_gather":
-            name = draw(st.sampled_from(axes))
-            cands = [v for v in order if math.prod(visible[v].shape) * size[name] <= MAX_ELEMENTS]
-            if not cands:
-                return self._psum_fallback(order, axes, out, visible, bool(old))
-            a = draw(st.sampled_from(cands))
-            tiled = visible[a].rank >= 1 and draw(st.booleans())
-            if not tiled and visible[a].rank >= MAX_RANK:
-                tiled = True
-            axis = draw(st.integers(0, visible[a].rank - 1 if tiled else visible[a].rank))
-            e = {"op": op, "args": [a], "outs": [out], "axes": [name], "axis": axis, "tiled": tiled}
-        else:  # psum_scatter, all_to_all: need a dim divisible by the axis size
-            name = draw(st.sampled_from(axes))
-            n = size[name]
-            cands = [(v, d) for v in order for d in range(visible[v].rank) if visible[v].shape[d] % n == 0]
-            if not cands:
-                return self._psum_fallback(order, axes, out, visible, bool(old))
-            a, d = draw(st.sampled_from(cands))
-            if op == "psum_scatter":
-                e = {"op": op, "args": [a], "outs": [out], "axes": [name], "axis": d}
-            else:
-                c = draw(st.integers(0, visible[a].rank - 1))
-                if math.prod(visible[a].shape) > MAX_ELEMENTS:
-                    c = d
-                e = {"op": op, "args": [a], "outs": [out], "axes": [name], "split_axis": d, "concat_axis": c}
-        return e, [(out, T.eqn_types(e, [visible[a] for a in e["args"]], ctx)[0])]
 
-    def _psum_fallback(self, order, axes, out, visible, check_rep=False):
-        a = self.draw(st.sampled_from(order))
-        if check_rep:  # a psum of a replicated value is refused there: axis_index is always valid
-            e = {"op": "axis_index", "args": [a], "outs": [out], "axes": [axes[0]]}
-            return e, [(out, T.Ty(visible[a].shape, visible[a].vma | {axes[0]}))]
-        e = {"op": "psum", "args": [a], "outs": [out], "axes": [axes[0]]}
-        return e, [(out, T.Ty(visible[a].shape, visible[a].vma - {axes[0]}))]
+def _some(draw, items: list, max_size: int) -> list:
+    """Up to ``max_size`` distinct items (none first, so that shrinking drops them)."""
+    return draw(st.lists(st.sampled_from(items), max_size=max_size, unique=True)) if items else []
 
 
-def _broadcasts(a: tuple, b: tuple) -> bool:
-    try:
-        T.broadcast_shapes(a, b)
-    except T.ProgramError:
-        return False
-    return True
+LOSSES = ("sum", "wsum")  # a grad's loss, when the result drawn is not a scalar
+GLUE = ("broadcast", "reshape")  # makes a rank-0 result rank 1, first enabled one
+_GLUE_EQN = {
+    "broadcast": lambda r, s: {"op": "broadcast", "args": [r], "outs": [s], "size": 1},
+    "reshape": lambda r, s: {"op": "reshape", "args": [r], "outs": [s], "dims": [1]},
+}
 
 
-def chain_variants(program: dict, call: dict, caps: dict | None = None) -> list:
+def _safe(ty: T.Ty, ctx: T.Ctx) -> bool:
+    """Whether a function may return ``ty`` as it is, without making a rank-0 value rank 1.
+
+    A rank-0 value varying over a manual axis cannot leave that axis' shard_map (no
+    out_specs entry could name the axis) unless a vmap in between gives it a dim: so it
+    is safe when every such axis has a vmap axis after it in ``ctx.axes`` (the vmap's
+    out_axes then cannot be None for it, see _Gen.transform_out). Parameters of a body
+    whose call's arguments are safe are safe, so a body always has a safe result.
+    """
+    if ty.rank >= 1:
+        return True
+    names = [a.name for a in ctx.axes]
+    kinds = [a.kind for a in ctx.axes]
+    return all("vmap" in kinds[names.index(m) + 1:] for m in ty.vma & ctx.manual)
+
+
+def chain_variants(program: dict, call: dict, caps: dict | None = None, disabled: frozenset = frozenset()) -> list:
     """Other wrappings of a call's function that type-check on the same inputs.
 
-    Toggling the outer jit, spmd_axis_name on a vmap, check_vma on a shard_map, and
-    dropping a shard_map (the function then sees global shapes: seed-A-like pairs).
+    Toggling the outer jit (adding it only when "jit" is not ``disabled``), spmd_axis_name
+    on a vmap, check_vma on a shard_map, and dropping a shard_map (the function then sees
+    global shapes: seed-A-like pairs).
     """
     chain = call["transforms"]
     cands = []
     if chain and chain[0]["kind"] == "jit":
         cands.append(chain[1:])
-    else:
+    elif "jit" not in disabled:
         cands.append([{"kind": "jit"}] + chain)
     for i, t in enumerate(chain):
         if t["kind"] == "vmap" and t["spmd_axis_name"] is not None:
@@ -423,14 +393,33 @@ def chain_variants(program: dict, call: dict, caps: dict | None = None) -> list:
     return ok
 
 
+def check_disabled(disabled) -> frozenset:
+    """``disabled`` as a frozenset of names the generator knows; ValueError (one line) for another name.
+
+    Known names: the ops of the registry (fuzz/ops/), the transforms
+    (fuzz.typecheck.TRANSFORMS) and "call" (nested calls).
+    """
+    disabled = frozenset(disabled)
+    unknown = sorted(disabled - set(O.REGISTRY) - set(T.TRANSFORMS) - {"call"})
+    if unknown:
+        raise ValueError(f"cannot disable {unknown[0][:40]!r}: not an op, a transform or 'call'")
+    return disabled
+
+
 @st.composite
-def programs(draw, caps: dict = NEWEST_CAPS, max_depth: int = 4, max_eqns: int = 5, max_calls: int = 3):
+def programs(draw, caps: dict = NEWEST_CAPS, max_depth: int = 4, max_eqns: int = 5, max_calls: int = 3,
+             disabled: frozenset = frozenset()):
     """A whole valid program (dict in the schema of ``fuzz/schemas/program.schema.json``).
 
     ``caps``: the worker's capabilities (``fuzz.render.NEWEST_CAPS`` by default).
     ``max_depth``: transforms on any path from a call to the innermost body.
+    ``disabled``: op and transform names (and "call") the generator must not draw in this
+    program (swarm testing; known bugs' features). Whatever is disabled, the program is
+    valid: the simplest path (a function with fewer equations, no transform, an identity
+    body) stays available. ValueError for a name that is none of these.
     """
-    g = _Gen(draw, caps, max_depth, max_eqns)
+    disabled = check_disabled(disabled)
+    g = _Gen(draw, caps, max_depth, max_eqns, disabled)
     mesh = draw(meshes(caps))
     sizes = dict(zip(mesh["axis_names"], mesh["axis_sizes"]))
     inputs = []
@@ -446,17 +435,19 @@ def programs(draw, caps: dict = NEWEST_CAPS, max_depth: int = 4, max_eqns: int =
                "functions": {}, "calls": []}
     ctx = T.root_ctx(program, caps)
     in_types = T.input_types(program)
+    floats = [i["name"] for i in inputs if i["dtype"] == T.FLOAT]
     n_calls = draw(st.integers(1, max_calls))
     for _ in range(n_calls):
         previous = program["calls"]
         if previous and draw(st.booleans()):
             base = draw(st.sampled_from(previous))
-            variants = chain_variants(program, base, caps)
+            variants = chain_variants(program, base, caps, disabled)
             if variants:
                 program["calls"].append({**base, "transforms": draw(st.sampled_from(variants))})
                 continue
-        names = draw(st.lists(st.sampled_from([i["name"] for i in inputs]), min_size=1,
-                              max_size=len(inputs), unique=True))
+        # at least one float32 argument, first (so the function has a float32 result)
+        first = draw(st.sampled_from(floats))
+        names = [first] + _some(draw, [i["name"] for i in inputs if i["name"] != first], len(inputs) - 1)
         n = draw(st.integers(0, 3))
         transforms, fn, _ = g.chain_call(ctx, [in_types[a] for a in names], dict(in_types), 0, n)
         fname = f"f{len(program['functions'])}"

@@ -1,0 +1,284 @@
+"""The parts every op declaration is made of: value types, the typing context, and :class:`Op`.
+
+This module holds what the typing rules (:mod:`fuzz.typecheck`), the ops of the registry
+(:mod:`fuzz.ops`) and the generator share, so that the ops need not import the modules
+that use them: :class:`Ty` (shape, dtype and varying axes of a value), :class:`Axis` and
+:class:`Ctx` (named axes in scope), :class:`ProgramError`, and the :class:`Op` base class
+whose subclasses are the registry's entries. :mod:`fuzz.typecheck` re-exports the types.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+FLOAT = "float32"
+INT = "int32"
+DTYPES = (FLOAT, INT)
+
+
+class ProgramError(ValueError):
+    """A program breaks a typing rule: the generator or a hand edit made it invalid."""
+
+
+@dataclass(frozen=True)
+class Ty:
+    """Type of one value: ``shape`` (tuple of ints), ``vma`` (axis names it varies over), ``dtype``.
+
+    ``dtype`` is "float32" (every op's data) or "int32" (scalar start indices only, see
+    ``fuzz/ops/indices.py``).
+    """
+
+    shape: tuple
+    vma: frozenset = frozenset()
+    dtype: str = FLOAT
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A named axis in scope: a manual mesh axis (``kind='mesh'``) or a vmap axis (``kind='vmap'``).
+
+    ``check_vma`` is the enclosing shard_map's setting (mesh axes only); ``visible``
+    is False for a vmap without ``axis_name`` (no collective may name it).
+    """
+
+    name: str
+    size: int
+    kind: str
+    check_vma: bool = True
+    visible: bool = True
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """Typing context of a function body.
+
+    - ``mesh``: {axis name: size} of the program's mesh; ``explicit``: Explicit axis types.
+    - ``axes``: named axes in scope, outermost first.
+    - ``reserved``: mesh axes taken by an enclosing vmap's ``spmd_axis_name``.
+    - ``grad_at``: number of ``axes`` outside the innermost enclosing grad (None: no grad).
+    - ``jit``: inside a ``jit`` (traced, not run eagerly).
+    - ``rules``: restrictions of the worker's JAX release (:func:`fuzz.typecheck.release_rules`).
+    """
+
+    mesh: dict
+    explicit: bool = False
+    axes: tuple = ()
+    reserved: frozenset = frozenset()
+    grad_at: int | None = None
+    n_vmap: int = 0  # vmaps enclosing this body (names the unnamed ones)
+    jit: bool = False
+    rules: frozenset = frozenset()
+
+    def axis(self, name: str) -> Axis:
+        for a in self.axes:
+            if a.name == name:
+                return a
+        raise ProgramError(f"axis {name!r} is not in scope")
+
+    @property
+    def manual(self) -> frozenset:
+        return frozenset(a.name for a in self.axes if a.kind == "mesh")
+
+    @property
+    def in_vmap(self) -> bool:
+        return any(a.kind == "vmap" for a in self.axes)
+
+    @property
+    def in_grad(self) -> bool:
+        return self.grad_at is not None
+
+    def collective_axes(self) -> list:
+        """Axis names a collective may use here: visible, not reserved, and not across a grad it cannot cross."""
+        out = []
+        for i, a in enumerate(self.axes):
+            if not a.visible or a.name in self.reserved:
+                continue
+            if self.grad_at is not None and i < self.grad_at and not (a.kind == "mesh" and a.check_vma):
+                continue
+            out.append(a.name)
+        return out
+
+
+def require(cond: bool, msg: str) -> None:
+    """Raise ProgramError(msg) unless ``cond``."""
+    if not cond:
+        raise ProgramError(msg)
+
+
+def broadcast_shapes(*shapes: tuple) -> tuple:
+    """NumPy broadcasting of shapes (trailing alignment); ProgramError when incompatible."""
+    out = []
+    for i in range(1, max(map(len, shapes)) + 1):
+        ds = {s[-i] for s in shapes if i <= len(s)} - {1}
+        require(len(ds) <= 1, f"shapes {' and '.join(map(str, shapes))} do not broadcast")
+        out.append(ds.pop() if ds else 1)
+    return tuple(reversed(out))
+
+
+def spec_size(spec_entry, mesh: dict) -> int:
+    """Number of blocks a PartitionSpec entry (None or list of axis names) splits a dim into."""
+    return 1 if spec_entry is None else math.prod(mesh[a] for a in spec_entry)
+
+
+def version_tuple(version: str) -> tuple:
+    """(major, minor, patch) of a version string such as "0.4.38" or "0.10.2.dev2025"; () if none."""
+    return tuple(int(x) for x in re.findall(r"\d+", str(version))[:3])
+
+
+# JSON Schema pieces of equation parameters ("#/$defs/name": an identifier).
+AXES = {"type": "array", "items": {"$ref": "#/$defs/name"}, "minItems": 1, "maxItems": 4}
+ONE_AXIS = {**AXES, "maxItems": 1}
+DIM = {"type": "integer", "minimum": 0, "maximum": 8}
+OPTIONAL_DIM = {"oneOf": [{"type": "null"}, DIM]}
+BOOL = {"type": "boolean"}
+SEED = {"type": "integer", "minimum": 0, "maximum": 255}
+
+
+def int_schema(lo: int, hi: int) -> dict:
+    """JSON Schema of an integer parameter in [lo, hi]."""
+    return {"type": "integer", "minimum": lo, "maximum": hi}
+
+
+class Scope:
+    """What an op's ``draw`` sees: the values in scope and the generator's services.
+
+    - ``visible``: {variable: Ty} readable here; ``order``: their names, most recent first
+      (the generator's preference: recent values first, so that programs chain);
+    - ``caps``: the worker's capabilities (fuzz/worker.py); ``disabled``: op and transform
+      names the generator must not draw in this program (swarm testing);
+    - ``new_var()``: a fresh variable name; ``new_tag()``: a fresh callback tag;
+    - ``max_elements``, ``max_rank``: the generator's size limits;
+    - ``types(eqn)``: the result types of an equation by the typing rules (ProgramError if invalid).
+    """
+
+    def __init__(self, visible: dict, order: list, caps: dict, disabled: frozenset, new_var, new_tag, types,
+                 max_elements: int, max_rank: int):
+        self.visible = visible
+        self.order = order
+        self.caps = caps
+        self.disabled = disabled
+        self.new_var = new_var
+        self.new_tag = new_tag
+        self.types = types
+        self.max_elements = max_elements
+        self.max_rank = max_rank
+
+    def floats(self, min_rank: int = 0) -> list:
+        """float32 values of rank >= ``min_rank``, most recent first."""
+        return [v for v in self.order if self.visible[v].dtype == FLOAT and self.visible[v].rank >= min_rank]
+
+    def ints(self) -> list:
+        """int32 scalars (start indices), most recent first."""
+        return [v for v in self.order if self.visible[v].dtype == INT and self.visible[v].rank == 0]
+
+    def small(self, factor: int = 2) -> list:
+        """float32 values that may grow by ``factor`` within ``max_elements``."""
+        return [v for v in self.floats() if self.visible[v].size * factor <= self.max_elements]
+
+    def valid(self, eqn: dict) -> bool:
+        """Whether ``eqn`` type-checks here."""
+        try:
+            self.types(eqn)
+        except ProgramError:
+            return False
+        return True
+
+
+class Op:
+    """One primitive of the program model, declared once: the registry's entry (:mod:`fuzz.ops`).
+
+    Class attributes:
+
+    - ``name``: the equation's ``op``; ``family``: the generator's group (its weight is
+      :data:`fuzz.ops.FAMILY_WEIGHTS`); ``n_args`` (int, frozenset of ints, or None: any)
+      and ``n_outs`` (frozenset); ``params``: {parameter: JSON Schema} (the program
+      schema's equation entry is built from it, fuzz.program);
+    - ``grad_ok``: whether it may appear under grad / vjp / jvp (``no_grad_reason`` says
+      why not); ``since``: the first JAX release that has it (older releases' workers
+      refuse it: :func:`fuzz.typecheck.release_rules` adds the rule ``no_op:<name>``);
+    - ``feature_names``: names it adds to a campaign report's ``features`` (JAX's name);
+      ``preludes``: ops its draw may put before it (e.g. a start index), when enabled.
+
+    Methods (each subclass defines every one; tests/test_registry.py checks it):
+
+    - :meth:`types` (typing rule), :meth:`draw` (a valid equation in a context),
+      :meth:`reference` (unsharded, lock-step over named axes), :meth:`render` (JAX source),
+      :meth:`features`; :meth:`arg_dtypes` when an argument is not float32.
+    """
+
+    name: str = ""
+    family: str = ""
+    n_args = 1
+    n_outs = frozenset({1})
+    params: dict = {}
+    grad_ok: bool = True
+    no_grad_reason = "has ambiguous derivatives at ties"
+    since: str = "0.4.26"
+    feature_names: tuple = ()
+    preludes: tuple = ()
+
+    def signature(self) -> tuple:
+        """(n_args, n_outs, params) as :data:`fuzz.typecheck.EQN_SIGNATURES` holds it."""
+        return self.n_args, self.n_outs, self.params
+
+    def arg_dtypes(self, eqn: dict) -> tuple:
+        """The dtype each argument must have (default: all float32)."""
+        return (FLOAT,) * len(eqn["args"])
+
+    def types(self, eqn: dict, args: list, ctx: Ctx) -> list:
+        """Result types from the argument types (list of Ty), parameters and context; ProgramError if invalid."""
+        raise NotImplementedError
+
+    def draw(self, draw, ctx: Ctx, scope: Scope):
+        """A valid equation here (dict), a list of equations (the last one this op's), or None when not applicable.
+
+        ``draw`` is Hypothesis' draw function; list the simplest choices first.
+        """
+        raise NotImplementedError
+
+    def reference(self, r, eqn: dict, xs: list, ts: list, ctx: Ctx) -> list:
+        """Result arrays: ``xs`` are lock-step arrays (one leading dim per axis of ``ctx.axes``).
+
+        ``r`` is the :class:`fuzz.reference.Reference`: ``r.xp`` is NumPy, or ``jax.numpy``
+        under a derivative; ``r.jax``, ``r.record(tag, x)``.
+        """
+        raise NotImplementedError
+
+    def render(self, rr, eqn: dict, args: list, outs: list, ctx: Ctx, ind: str) -> list:
+        """Source lines (indented by ``ind``) computing ``outs`` from ``args`` (identifiers, checked).
+
+        ``rr`` is the renderer: ``rr.int``, ``rr.bool``, ``rr.id``, ``rr.axes_source``,
+        ``rr.spec_source``, ``rr.helpers`` (helpers the module must define).
+        """
+        raise NotImplementedError
+
+    def features(self, eqn: dict) -> set:
+        """Feature names this equation adds to a report's ``features``."""
+        return set(self.feature_names)
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}>"
+
+
+class ExprOp(Op):
+    """An op with one result whose source is one expression: define :meth:`expr`."""
+
+    def expr(self, rr, eqn: dict, a: list, ctx: Ctx) -> str:
+        raise NotImplementedError
+
+    def render(self, rr, eqn, args, outs, ctx, ind):
+        return [f"{ind}{outs[0]} = {self.expr(rr, eqn, args, ctx)}"]
+
+
+def lead(K: int) -> tuple:
+    """Index prefix selecting everything along the ``K`` leading named dims of a lock-step array."""
+    return (slice(None),) * K

@@ -1,0 +1,325 @@
+"""Collectives over named axes in scope (manual mesh axes, named vmap axes).
+
+Typing (jax 0.10, ``jax.typeof(x).manual_axis_type.varying``, measured): ``psum pmax pmin
+pmean`` remove the named axes from the varying set; ``all_gather psum_scatter ppermute
+all_to_all axis_index`` add theirs. A psum over an axis a value does not vary over
+multiplies it by the axis size. The experimental shard_map's ``check_rep`` (release rule
+``check_rep``) refuses pmax / pmin over a checked axis and a psum / pmean of a value
+replicated over it ("Collective psum must be applied to a device-varying replication
+type", measured on jax 0.4.26).
+
+``axis_index`` is rendered as ``x + lax.axis_index(axes)`` (a float value that varies
+over the axes). Reference: reductions, stacks, rolls and reshapes over the lock-step
+named dims (fuzz.reference).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import strategies as st
+
+from fuzz.ops.base import AXES, DIM, ONE_AXIS, BOOL, ExprOp, Ty, int_schema, require
+
+
+def checked_axes(ctx) -> set:
+    """Manual axes of shard_maps with check_vma (check_rep) on."""
+    return {a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma}
+
+
+def check_rep(ctx, caps) -> bool:
+    """Whether the experimental shard_map's check_rep rules apply here (some axis is checked)."""
+    return (caps.get("check_kw") == "check_rep" or "check_rep" in ctx.rules) and bool(checked_axes(ctx))
+
+
+class Collective(ExprOp):
+    family = "collective"
+    params = {"axes": ONE_AXIS}
+
+    def types(self, eqn, args, ctx):
+        (a,) = args
+        names = eqn["axes"]
+        allowed = ctx.collective_axes()
+        for n in names:
+            require(n in allowed, f"{self.name} over axis {n!r}, which is not usable here (in scope: {allowed})")
+        require(len(set(names)) == len(names), f"{self.name} names an axis twice")
+        return [self.result(eqn, a, ctx, names)]
+
+    def result(self, eqn, a: Ty, ctx, names: list) -> Ty:
+        raise NotImplementedError
+
+    def axes_js(self, eqn, ctx) -> tuple:
+        return tuple(next(j for j, a in enumerate(ctx.axes) if a.name == n) for n in eqn["axes"])
+
+    def features(self, eqn):
+        return {self.name}
+
+    def one_axis(self, draw, ctx) -> str | None:
+        axes = ctx.collective_axes()
+        return draw(st.sampled_from(axes)) if axes else None
+
+
+class Reducing(Collective):
+    """psum / pmax / pmin / pmean over one or two axes."""
+
+    params = {"axes": AXES}
+    numpy = ""
+
+    def result(self, eqn, a, ctx, names):
+        if "check_rep" in ctx.rules:
+            for n in names:
+                ax = ctx.axis(n)
+                if ax.kind == "mesh" and ax.check_vma:
+                    require(self.name not in ("pmax", "pmin"), f"{self.name} has no replication rule under check_rep")
+                    require(n in a.vma, f"under check_rep {self.name} needs a value varying over {n!r}")
+        return Ty(a.shape, a.vma - frozenset(names))
+
+    def draw(self, draw, ctx, scope):
+        axes = ctx.collective_axes()
+        xs = scope.floats()
+        if not axes or not xs:
+            return None
+        old = check_rep(ctx, scope.caps)
+        if old and self.name in ("pmax", "pmin"):
+            return None  # no replication rule for them under check_rep: keep clear
+        a = draw(st.sampled_from(xs))
+        names_ok = axes
+        if old:
+            checked = checked_axes(ctx)
+            names_ok = [n for n in axes if n in scope.visible[a].vma or n not in checked]
+            if not names_ok:
+                return None
+        names = draw(st.lists(st.sampled_from(names_ok), min_size=1, max_size=2, unique=True))
+        return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axes": names}
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        x = xs[0]
+        return [r.xp.broadcast_to(getattr(r.xp, self.numpy)(x, axis=self.axes_js(eqn, ctx), keepdims=True), x.shape)]
+
+    def expr(self, rr, eqn, a, ctx):
+        return f"jax.lax.{self.name}({a[0]}, {rr.axes_source(eqn['axes'])})"
+
+
+class Psum(Reducing):
+    name, numpy = "psum", "sum"
+
+
+class Pmax(Reducing):
+    name, numpy = "pmax", "max"
+    grad_ok = False
+
+
+class Pmin(Reducing):
+    name, numpy = "pmin", "min"
+    grad_ok = False
+
+
+class Pmean(Reducing):
+    name, numpy = "pmean", "mean"
+
+
+class AxisIndex(Collective):
+    """``x + lax.axis_index(axes)``: the linear index over the axes, first name major."""
+
+    name = "axis_index"
+    params = {"axes": AXES}
+
+    def result(self, eqn, a, ctx, names):
+        return Ty(a.shape, a.vma | frozenset(names))
+
+    def draw(self, draw, ctx, scope):
+        axes = ctx.collective_axes()
+        xs = scope.floats()
+        if not axes or not xs:
+            return None
+        a = draw(st.sampled_from(xs))
+        names = draw(st.lists(st.sampled_from(axes), min_size=1, max_size=2, unique=True))
+        return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axes": names}
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        x = xs[0]
+        xp = r.xp
+        idx = xp.zeros((1,) * x.ndim, np.int32)
+        for j in self.axes_js(eqn, ctx):  # linear index, first name major
+            shape = [1] * x.ndim
+            shape[j] = ctx.axes[j].size
+            idx = idx * ctx.axes[j].size + xp.arange(ctx.axes[j].size).reshape(shape)
+        return [x + idx.astype(x.dtype)]
+
+    def expr(self, rr, eqn, a, ctx):
+        return f"{a[0]} + jax.lax.axis_index({rr.axes_source(eqn['axes'])}).astype({a[0]}.dtype)"
+
+
+class Ppermute(Collective):
+    """``lax.ppermute`` by the cyclic shift ``i -> (i + shift) % n``."""
+
+    name = "ppermute"
+    params = {"axes": ONE_AXIS, "shift": int_schema(-64, 64)}
+
+    def result(self, eqn, a, ctx, names):
+        return Ty(a.shape, a.vma | frozenset(names))
+
+    def draw(self, draw, ctx, scope):
+        xs = scope.floats()
+        name = self.one_axis(draw, ctx) if xs else None
+        if name is None:
+            return None
+        a = draw(st.sampled_from(xs))
+        n = ctx.axis(name).size
+        return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axes": [name],
+                "shift": draw(st.integers(1, max(1, n - 1))) % n}
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        (j,) = self.axes_js(eqn, ctx)
+        return [r.xp.roll(xs[0], eqn["shift"], axis=j)]
+
+    def expr(self, rr, eqn, a, ctx):
+        names = eqn["axes"]
+        n = ctx.axis(names[0]).size
+        perm = [(i, (i + int(rr.int(eqn["shift"]))) % n) for i in range(n)]
+        return f"jax.lax.ppermute({a[0]}, {rr.axes_source(names)}, perm={perm})"
+
+
+class AllGather(Collective):
+    """``lax.all_gather`` at dim ``axis``, ``tiled`` or as a new dim."""
+
+    name = "all_gather"
+    params = {"axes": ONE_AXIS, "axis": DIM, "tiled": BOOL}
+
+    def result(self, eqn, a, ctx, names):
+        n = ctx.axis(names[0]).size
+        vma = a.vma | frozenset(names)
+        d = eqn["axis"]
+        if eqn["tiled"]:
+            require(a.rank >= 1 and 0 <= d < a.rank, "tiled all_gather needs a dim")
+            return Ty(a.shape[:d] + (a.shape[d] * n,) + a.shape[d + 1:], vma)
+        require(0 <= d <= a.rank, "all_gather axis out of range")
+        return Ty(a.shape[:d] + (n,) + a.shape[d:], vma)
+
+    def draw(self, draw, ctx, scope):
+        name = self.one_axis(draw, ctx)
+        if name is None:
+            return None
+        n = ctx.axis(name).size
+        cands = [v for v in scope.floats() if scope.visible[v].size * n <= scope.max_elements]
+        if not cands:
+            return None
+        a = draw(st.sampled_from(cands))
+        rank = scope.visible[a].rank
+        tiled = rank >= 1 and draw(st.booleans())
+        if not tiled and rank >= scope.max_rank:
+            tiled = True
+        axis = draw(st.integers(0, rank - 1 if tiled else rank))
+        return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axes": [name], "axis": axis, "tiled": tiled}
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        xp = r.xp
+        K = len(ctx.axes)
+        x = xs[0]
+        (j,) = self.axes_js(eqn, ctx)
+        n = ctx.axes[j].size
+        d = eqn["axis"]
+        y = xp.moveaxis(x, j, K - 1 + d)
+        if eqn["tiled"]:
+            p = K - 1 + d
+            y = y.reshape(y.shape[:p] + (y.shape[p] * y.shape[p + 1],) + y.shape[p + 2:])
+        y = xp.expand_dims(y, j)
+        return [xp.broadcast_to(y, y.shape[:j] + (n,) + y.shape[j + 1:])]
+
+    def expr(self, rr, eqn, a, ctx):
+        return (f"jax.lax.all_gather({a[0]}, {rr.axes_source(eqn['axes'])}, axis={rr.int(eqn['axis'])}, "
+                f"tiled={rr.bool(eqn['tiled'])})")
+
+
+def _divisible_dims(scope, n: int) -> list:
+    return [(v, d) for v in scope.floats() for d in range(scope.visible[v].rank) if scope.visible[v].shape[d] % n == 0]
+
+
+class PsumScatter(Collective):
+    """``lax.psum_scatter`` at dim ``axis``, tiled."""
+
+    name = "psum_scatter"
+    params = {"axes": ONE_AXIS, "axis": DIM}
+
+    def result(self, eqn, a, ctx, names):
+        n = ctx.axis(names[0]).size
+        d = eqn["axis"]
+        require(a.rank >= 1 and 0 <= d < a.rank and a.shape[d] % n == 0, "psum_scatter dim must divide")
+        return Ty(a.shape[:d] + (a.shape[d] // n,) + a.shape[d + 1:], a.vma | frozenset(names))
+
+    def draw(self, draw, ctx, scope):
+        name = self.one_axis(draw, ctx)
+        if name is None:
+            return None
+        cands = _divisible_dims(scope, ctx.axis(name).size)
+        if not cands:
+            return None
+        a, d = draw(st.sampled_from(cands))
+        return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axes": [name], "axis": d}
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        xp = r.xp
+        K = len(ctx.axes)
+        (j,) = self.axes_js(eqn, ctx)
+        n = ctx.axes[j].size
+        d = eqn["axis"]
+        s = xp.sum(xs[0], axis=j)
+        p = K - 1 + d
+        s = s.reshape(s.shape[:p] + (n, s.shape[p] // n) + s.shape[p + 1:])
+        return [xp.moveaxis(s, p, j)]
+
+    def expr(self, rr, eqn, a, ctx):
+        return (f"jax.lax.psum_scatter({a[0]}, {rr.axes_source(eqn['axes'])}, "
+                f"scatter_dimension={rr.int(eqn['axis'])}, tiled=True)")
+
+
+class AllToAll(Collective):
+    """``lax.all_to_all`` splitting dim ``split_axis`` and concatenating along ``concat_axis``, tiled."""
+
+    name = "all_to_all"
+    params = {"axes": ONE_AXIS, "split_axis": DIM, "concat_axis": DIM}
+
+    def result(self, eqn, a, ctx, names):
+        n = ctx.axis(names[0]).size
+        s, c = eqn["split_axis"], eqn["concat_axis"]
+        require(a.rank >= 1 and 0 <= s < a.rank and 0 <= c < a.rank, "all_to_all axes out of range")
+        require(a.shape[s] % n == 0, "all_to_all split dim must divide")
+        shape = list(a.shape)
+        shape[s] //= n
+        shape[c] *= n
+        return Ty(tuple(shape), a.vma | frozenset(names))
+
+    def draw(self, draw, ctx, scope):
+        name = self.one_axis(draw, ctx)
+        if name is None:
+            return None
+        cands = _divisible_dims(scope, ctx.axis(name).size)
+        if not cands:
+            return None
+        a, d = draw(st.sampled_from(cands))
+        c = draw(st.integers(0, scope.visible[a].rank - 1))
+        if math.prod(scope.visible[a].shape) > scope.max_elements:
+            c = d
+        return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axes": [name], "split_axis": d,
+                "concat_axis": c}
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        xp = r.xp
+        K = len(ctx.axes)
+        x = xs[0]
+        (j,) = self.axes_js(eqn, ctx)
+        n = ctx.axes[j].size
+        s, c = eqn["split_axis"], eqn["concat_axis"]
+        p = K + s
+        y = x.reshape(x.shape[:p] + (n, x.shape[p] // n) + x.shape[p + 1:])
+        y = xp.swapaxes(y, j, p)  # named axis: destination; payload: source
+        y = xp.moveaxis(y, p, K + c)
+        q = K + c
+        return [y.reshape(y.shape[:q] + (y.shape[q] * y.shape[q + 1],) + y.shape[q + 2:])]
+
+    def expr(self, rr, eqn, a, ctx):
+        return (f"jax.lax.all_to_all({a[0]}, {rr.axes_source(eqn['axes'])}, {rr.int(eqn['split_axis'])}, "
+                f"{rr.int(eqn['concat_axis'])}, tiled=True)")
+
+
+OPS = (Psum(), Pmean(), Pmax(), Pmin(), AxisIndex(), AllGather(), Ppermute(), PsumScatter(), AllToAll())

@@ -1,0 +1,242 @@
+"""The op registry (fuzz/ops/): every op has every part, and its parts agree.
+
+Completeness: each op declares its name, family, parameters (JSON Schema), argument and
+output counts, release gate, whether it may sit under grad, and defines its typing rule,
+draw, reference, rendering and features; docs/program.md names it. Agreement: programs
+drawn with only that op (every other op disabled) match the schema and the typing rules,
+render to source that compiles, and the reference's value of each equation has the shape
+and dtype the typing rules give it. The swarm hook (``programs(disabled=...)``) draws
+valid programs without any disabled name, whatever subset is disabled.
+"""
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fuzz import ops as O
+from fuzz import typecheck as T
+from fuzz.features import features
+from fuzz.ops.base import ExprOp, Op, version_tuple
+from fuzz.program import schema, validate_program
+from fuzz.reference import Reference
+from fuzz.render import render
+from helpers import call, eqn, fn, program
+from strategies.programs import check_disabled, programs
+
+DOCS = (Path(__file__).resolve().parent.parent / "docs" / "program.md").read_text()
+OPS = list(O.REGISTRY.values())
+PARTS = ("types", "draw", "reference", "render")
+
+
+def _defines(op: Op, method: str) -> bool:
+    """Whether the op's class defines ``method`` (not Op's placeholder; render: ExprOp's expr)."""
+    cls = type(op)
+    if method == "render" and issubclass(cls, ExprOp):
+        return cls.expr is not ExprOp.expr
+    return getattr(cls, method) is not getattr(Op, method)
+
+
+@pytest.mark.parametrize("op", OPS, ids=[op.name for op in OPS])
+def test_every_op_has_every_part(op):
+    assert op.name and O.REGISTRY[op.name] is op
+    assert op.family in O.FAMILY_WEIGHTS and op.family not in O.STRUCTURAL
+    assert isinstance(op.params, dict)
+    for k, v in op.params.items():
+        assert re.fullmatch(r"[a-z_]+", k) and k not in ("op", "args", "outs", "fn", "transforms"), k
+        assert isinstance(v, dict) and v, (k, v)
+    assert op.n_args is None or isinstance(op.n_args, (int, frozenset))
+    assert isinstance(op.n_outs, frozenset) and op.n_outs
+    assert isinstance(op.grad_ok, bool) and (op.grad_ok or op.no_grad_reason)
+    assert version_tuple(op.since) >= (0, 4), op.since
+    missing = [m for m in PARTS if not _defines(op, m)]
+    assert not missing, f"{op.name} lacks {missing}"
+    assert all(isinstance(f, str) for f in op.feature_names)
+    assert all(n in O.REGISTRY for n in op.preludes)
+    assert f"`{op.name}`" in DOCS or re.search(rf"\b{op.name}\b", DOCS), f"docs/program.md does not name {op.name}"
+
+
+def test_a_part_missing_is_noticed():
+    class Half(Op):
+        name, family = "half", "unary"
+
+        def types(self, eqn, args, ctx):
+            return [args[0]]
+
+    assert [m for m in PARTS if not _defines(Half(), m)] == ["draw", "reference", "render"]
+
+
+def test_schema_and_signatures_come_from_the_registry():
+    assert set(T.EQN_SIGNATURES) == set(O.REGISTRY) | {"call"}
+    eqn_schema = schema("program")["$defs"]["eqn"]
+    assert set(eqn_schema["properties"]["op"]["enum"]) == set(O.REGISTRY) | {"call"}
+    for name, op in O.REGISTRY.items():
+        assert T.EQN_SIGNATURES[name] == (op.n_args, op.n_outs, op.params)
+    assert set(T.TIE_OPS) == {n for n, op in O.REGISTRY.items() if not op.grad_ok}
+
+
+def _sin_program():
+    return program(inputs=[("x0", (4,), 0)], functions={"f0": fn(["a"], [eqn("sin", ["a"], ["v"])], ["v"])},
+                   calls=[call("f0", [], ["x0"])])
+
+
+def test_an_unknown_op_is_an_error_everywhere():
+    p = _sin_program()
+    p["functions"]["f0"]["eqns"][0]["op"] = "erf"
+    ctx = T.root_ctx(p)
+    e = p["functions"]["f0"]["eqns"][0]
+    with pytest.raises(T.ProgramError, match="unknown primitive"):
+        T.eqn_types(e, [T.Ty((4,))], ctx)
+    with pytest.raises(T.ProgramError, match="unknown primitive"):
+        Reference(p).primitive(e, [np.zeros(4, np.float32)], [T.Ty((4,))], ctx)
+    with pytest.raises(T.ProgramError, match="unknown primitive"):
+        render(p)
+    with pytest.raises(T.ProgramError, match="unknown primitive"):
+        features(p)
+    with pytest.raises(T.ProgramError):
+        validate_program(p)
+
+
+def test_an_unknown_transform_is_an_error_in_the_reference():
+    p = _sin_program()
+    ref = Reference(p)
+    ctx = T.root_ctx(p)
+    with pytest.raises(T.ProgramError, match="unknown transform"):
+        ref.call([{"kind": "pmap"}], p["functions"]["f0"], ctx, [np.zeros(4, np.float32)], [T.Ty((4,))], {})
+
+
+def test_release_gate_refuses_an_op_older_releases_lack():
+    newest = next(op for op in OPS if op.name == "sin")
+    caps = {"jax_version": "0.4.1", "n_devices": 8}
+    assert f"no_op:{newest.name}" in T.release_rules(caps)
+    with pytest.raises(T.ProgramError, match="this JAX release has no sin"):
+        T.check_program(_sin_program(), caps=caps)
+    assert not [r for r in T.release_rules({"jax_version": "0.10.2"}) if r.startswith("no_op:")]
+
+
+# ------------------------------------------------------------------ parts agree on drawn equations
+class CheckedReference(Reference):
+    """The reference, checking every equation's values against the typing rules' types."""
+
+    seen: set
+
+    def primitive(self, e, xs, ts, ctx):
+        outs = super().primitive(e, xs, ts, ctx)
+        types = T.eqn_types(e, ts, ctx)
+        sizes = tuple(a.size for a in ctx.axes)
+        assert len(outs) == len(types), e
+        for x, t in zip(outs, types):  # (x: a NumPy array, or a JAX tracer under a derivative)
+            assert tuple(x.shape) == sizes + t.shape, (e, x.shape, sizes, t)
+            assert np.dtype(x.dtype) == np.dtype(t.dtype), (e, x.dtype, t)
+        self.seen.add(e["op"])
+        return outs
+
+
+def alone(name: str) -> frozenset:
+    """Every op disabled but ``name`` (and the ops its draw may put before it)."""
+    return frozenset(O.REGISTRY) - {name} - set(O.REGISTRY[name].preludes)
+
+
+DERIVATIVES = frozenset({"grad", "value_and_grad", "vjp", "jvp"})
+
+
+def agree(p: dict, seen: set) -> None:
+    validate_program(p)
+    compile(render(p), "<program>", "exec")
+    ref = CheckedReference(p)
+    ref.seen = seen
+    ref.evaluate()
+    names, _ = features(p)
+    for e in equations(p):
+        if e["op"] != "call":
+            assert O.get(e["op"]).features(e) <= names
+
+
+def equations(p: dict) -> list:
+    out = []
+
+    def walk(f):
+        for e in f["eqns"]:
+            out.append(e)
+            if e["op"] == "call":
+                walk(e["fn"])
+
+    for f in p["functions"].values():
+        walk(f)
+    return out
+
+
+@pytest.mark.parametrize("op", OPS, ids=[op.name for op in OPS])
+def test_parts_agree_on_drawn_equations(op):
+    # the op alone, without derivatives (the reference runs in NumPy: quick)
+    seen = set()
+
+    @settings(max_examples=10, suppress_health_check=list(HealthCheck))
+    @given(programs(disabled=alone(op.name) | DERIVATIVES, max_depth=2, max_eqns=3, max_calls=2))
+    def check(p):
+        agree(p, seen)
+
+    check()
+    assert op.name in seen, f"no drawn program used {op.name}: its draw never applies"
+
+
+def test_parts_agree_under_derivatives():
+    # every op together, derivatives included (the reference runs in eager jax.numpy there)
+    seen = set()
+
+    @settings(max_examples=30, suppress_health_check=list(HealthCheck))
+    @given(programs(max_depth=3, max_eqns=4, max_calls=2))
+    def check(p):
+        agree(p, seen)
+
+    check()
+    assert len(seen) > len(O.REGISTRY) // 2, seen
+
+
+# ------------------------------------------------------------------ swarm testing
+NAMES = sorted(set(O.REGISTRY) | set(T.TRANSFORMS) | {"call"})
+
+
+def used_names(p: dict) -> set:
+    out = set()
+
+    def walk(f):
+        for e in f["eqns"]:
+            out.add(e["op"])
+            if e["op"] == "call":
+                out.update(t["kind"] for t in e["transforms"])
+                walk(e["fn"])
+
+    for c in p["calls"]:
+        out.update(t["kind"] for t in c["transforms"])
+    for f in p["functions"].values():
+        walk(f)
+    return out
+
+
+@settings(max_examples=150, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_programs_are_valid_whatever_is_disabled(data):
+    disabled = data.draw(st.sets(st.sampled_from(NAMES)), label="disabled")
+    p = data.draw(programs(disabled=disabled), label="program")
+    validate_program(p)
+    compile(render(p), "<program>", "exec")
+    assert not used_names(p) & disabled, used_names(p) & disabled
+
+
+def test_everything_disabled_leaves_identity_programs():
+    @settings(max_examples=20)
+    @given(programs(disabled=frozenset(NAMES)))
+    def check(p):
+        validate_program(p)
+        assert used_names(p) == set()
+
+    check()
+
+
+def test_unknown_names_cannot_be_disabled():
+    assert check_disabled(["sin", "jit", "call"]) == {"sin", "jit", "call"}
+    with pytest.raises(ValueError, match="not an op"):
+        check_disabled(["pmap"])
