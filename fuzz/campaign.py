@@ -27,7 +27,7 @@ from fuzz.render import render
 from fuzz.runner import Runner
 from fuzz.typecheck import ProgramError
 from oracles.common import LABELLED, Finding, same_finding
-from strategies.programs import programs
+from strategies.swarm import program_names, swarm_programs
 
 ROUND = 100  # Hypothesis examples per round (a round ends early when a finding is shrunk)
 SHRINK_BUDGET = 10.0  # seconds of Hypothesis shrinking per distinct finding (the reducer's first pass)
@@ -114,7 +114,8 @@ class Campaign:
                  python: str | None = None, database: str | None = None, timeout: float | None = None,
                  shrink_seconds: float = 180, on_progress=None, determinism: bool = True,
                  source_hook=None, stop_when=None, findings_path: str | None = None, on_finding=None,
-                 corpus_signatures: dict | None = None, run_id: str | None = None, job: int = 0):
+                 corpus_signatures: dict | None = None, run_id: str | None = None, job: int = 0,
+                 swarm: bool = False, avoid_known: bool = True):
         self.seconds = seconds
         self.max_examples = max_examples
         self.seed = seed
@@ -138,7 +139,14 @@ class Campaign:
         self.reducing: str | None = None  # the signature being reduced
         self.corpus = dict(corpus_signatures or {})
         self.known_hits: Counter = Counter()  # corpus signatures seen, and how often
-        self.known_seconds = 0.0  # worker + reference seconds of programs that hit a corpus signature
+        # seconds of programs drawn fresh that hit an already known signature (of the corpus,
+        # or found earlier in this campaign): time a known bug took from the search
+        self.known_seconds = 0.0
+        self.swarm = swarm  # each program leaves out a random half of the grammar (strategies.swarm)
+        self.avoid_known = avoid_known
+        # {known signature: names of the smallest program seen with it}: the generator leaves
+        # one of them out now and then (strategies.swarm.swarm_programs)
+        self.avoid: dict = {}
         self.known: set = set(self.corpus)
         self.run_id = run_id
         self.job = job
@@ -158,10 +166,12 @@ class Campaign:
         """Execute and judge one program (see :meth:`fuzz.runner.Runner.run`); records its findings."""
         t0 = time.monotonic()
         found, source = self.runner.run(program)
-        if any(f.signature in self.corpus for f in found):
-            self.known_seconds += time.monotonic() - t0
         shrinking = self.reducing or self.target
+        if not shrinking and any(f.signature in self.known for f in found):
+            self.known_seconds += time.monotonic() - t0
         for f in found:
+            if not shrinking and f.signature in self.known:
+                self._avoid(f.signature, program)
             if f.signature in self.corpus:
                 self.known_hits[f.signature] += 1
             elif f.signature in self.records:
@@ -177,6 +187,15 @@ class Campaign:
                 self.matched = (time.monotonic() - self.start, f)
                 self.stopped = True
         return found
+
+    def _avoid(self, signature: str, program: dict) -> None:
+        """Remember the names of the smallest program known to show ``signature`` (for avoidance)."""
+        if not self.avoid_known:
+            return
+        names = program_names(program)
+        old = self.avoid.get(signature)
+        if names and (old is None or len(names) < len(old)):
+            self.avoid[signature] = names
 
     def _peer(self, signature: str) -> bool:
         """Whether another job of this run has recorded ``signature`` (read from the findings file).
@@ -288,7 +307,7 @@ class Campaign:
         return self.max_examples is not None and self.stats.generated >= self.max_examples
 
     def _round(self, index: int) -> None:
-        @given(programs(self.caps))
+        @given(swarm_programs(self.caps, swarm=self.swarm, avoid=tuple(self.avoid.values())))
         def shardfuzz_campaign(program):
             self._test(program)
 
@@ -393,6 +412,7 @@ class Campaign:
         rec.reduced, rec.reduction_runs, rec.reduction_seconds = r.reduced, r.runs, r.seconds
         new = final.signature
         self.known.add(new)
+        self._avoid(new, r.program)
         key = program_key(r.program)
         twin = next((s for s, o in self.records.items() if o is not rec and (s == new or program_key(o.program) == key)),
                     None)
@@ -484,6 +504,8 @@ class Campaign:
             "known": [{"signature": sig, "entry": self.corpus[sig], "count": n}
                       for sig, n in sorted(self.known_hits.items(), key=lambda kv: -kv[1])],
             "known_seconds": round(self.known_seconds, 1),
+            "swarm": self.swarm, "avoid_known": self.avoid_known,
+            "avoided": len(self.avoid),
             "reduced": sum(r.reduced for r in self.records.values()),
         }
 

@@ -120,8 +120,12 @@ def _unwritable(directory: str) -> str:
 @click.option("--jobs", type=click.IntRange(min=1), default=None,
               help="Campaigns run at once, sharing the database, the findings file and the report "
                    "(default: the cores, at most 8 and one per 3 GiB of memory).")
+@click.option("--swarm/--no-swarm", default=False, show_default=True,
+              help="Swarm testing: each program leaves out a random half of the ops and transforms.")
+@click.option("--avoid-known/--no-avoid-known", default=True, show_default=True,
+              help="Now and then leave out a feature that a known bug's smallest program needs.")
 def run(seconds, max_examples, seed, report_path, python, jax_version, determinism, database, timeout, corpus_dir,
-        fail_on_known, jobs):
+        fail_on_known, jobs, swarm, avoid_known):
     """Run a fuzzing campaign against JAX on 8 host CPU devices."""
     stop = _Stop()
     from fuzz import parallel
@@ -201,7 +205,8 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
                                 database=database or None, timeout=timeout, determinism=determinism,
                                 source_hook=hook, findings_path=findings_path,
                                 on_finding=lambda c, rec: announce(rec.finding.signature),
-                                corpus_signatures=corpus_signatures, run_id=run_id, job=0)
+                                corpus_signatures=corpus_signatures, run_id=run_id, job=0, swarm=swarm,
+                                avoid_known=avoid_known)
         except WorkerError as e:
             _fail(f"{e} Pass --python with an interpreter that has jax installed.")
         campaign.peers_offset = findings_offset
@@ -226,6 +231,7 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
             console.print(f"shardfuzz: {n_jobs} jobs" + (f" (seeds {', '.join(map(str, seeds))})" if seed is not None
                                                          else ""), markup=False, highlight=False, soft_wrap=True)
             config = {"deadline": time.time() + seconds, "python": python, "database": database or None,
+                      "swarm": swarm, "avoid_known": avoid_known,
                       "timeout": timeout, "determinism": determinism, "findings_path": findings_path,
                       "findings_offset": findings_offset, "corpus_signatures": corpus_signatures, "run_id": run_id}
             children = parallel.Jobs(n_jobs, config, seeds, shares, on_finding=lambda job, sig: announce(sig))

@@ -1,0 +1,73 @@
+"""Swarm testing and the avoidance of known bugs (strategies/swarm.py, fuzz.campaign)."""
+from types import SimpleNamespace
+
+from hypothesis import HealthCheck, given, settings
+
+import strategies.swarm as S
+from fuzz.campaign import Campaign
+from fuzz.features import features
+from fuzz.typecheck import check_program
+from helpers import JIT, call, eqn, fn, program, shard_map, vmap
+
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+
+
+def nested_program():
+    inner = fn(["b"], [eqn("sin", ["b"], ["w"])], ["w"])
+    body = fn(["a"], [eqn("psum", ["a"], ["v"], axes=["x"]),
+                      eqn("call", ["v"], ["u"], transforms=[vmap([0], [0])], fn=inner)], ["u"])
+    return program(inputs=[("x0", (8, 2), 1)], functions={"f0": body},
+                   calls=[call("f0", [JIT, shard_map([[["x"], None]], [[["x"], None]])], ["x0"])])
+
+
+def test_program_names_are_ops_transforms_and_call():
+    p = nested_program()
+    check_program(p)
+    assert S.program_names(p) == {"jit", "shard_map", "psum", "call", "vmap", "sin"}
+    assert S.program_names(p) <= set(S.swarmable())
+
+
+@FAST
+@given(S.swarm_programs(swarm=True))
+def test_swarm_programs_are_valid(p):
+    check_program(p)
+
+
+def test_an_avoided_name_is_left_out_when_avoidance_always_fires(monkeypatch):
+    monkeypatch.setattr(S, "AVOID_PROBABILITY", 1.0)
+    seen = []
+
+    @FAST
+    @given(S.swarm_programs(avoid=(frozenset({"vmap"}),)))
+    def t(p):
+        check_program(p)
+        seen.append("vmap" in features(p)[0])
+
+    t()
+    assert seen and not any(seen)
+
+
+def test_without_avoidance_the_name_shows():
+    seen = []
+
+    @FAST
+    @given(S.swarm_programs())
+    def t(p):
+        seen.append("vmap" in features(p)[0])
+
+    t()
+    assert any(seen)
+
+
+def test_the_campaign_keeps_the_smallest_name_set_per_known_signature():
+    c = SimpleNamespace(avoid_known=True, avoid={})
+    big, small = nested_program(), nested_program()
+    small["functions"]["f0"]["eqns"] = small["functions"]["f0"]["eqns"][:1]
+    small["functions"]["f0"]["results"] = ["v"]
+    Campaign._avoid(c, "sig", big)
+    Campaign._avoid(c, "sig", small)
+    Campaign._avoid(c, "sig", big)
+    assert c.avoid == {"sig": {"jit", "shard_map", "psum"}}
+    off = SimpleNamespace(avoid_known=False, avoid={})
+    Campaign._avoid(off, "sig", big)
+    assert off.avoid == {}
