@@ -46,18 +46,22 @@ is the smallest ``first_seconds`` (seconds into the campaign when the finding wa
 seen) of a caused finding of a value oracle (differential, metamorphic, callbacks) with
 ``first_seconds <= T``; caused internal errors are recorded too but do not count.
 
-**Exposure** (``--exposure N``): N programs drawn by the generator
+**Exposure** (``--exposure N [--hit-rate K]``): N programs drawn by the generator
 (``strategies.programs``, Hypothesis' random phase, no JAX run) are type-checked and
 searched for each mutant's composition (:data:`EXPOSURE`: a static, necessary condition
 such as "a ppermute over a vmap axis of size >= 3 with a shift that is not its own
-inverse"); the share of programs that contain it says whether a silent mutant is a blind
-spot of the generator or of the oracles.
+inverse"); the share of programs that contain it says how often a campaign can meet the
+mutant at all. With ``--hit-rate K`` up to K of those programs per mutant are run with and
+without the mutant (:func:`hit_rate`): a mutant drawn but not shown is a blind spot of the
+oracles (the wrong value does not reach a compared output), one rarely drawn a blind spot
+of the generator.
 
-Output: a table on stdout (mutant, detected on k of n seeds, median seconds to detect,
-exposure) and, with ``--out``, a JSON file written atomically after every run
+Output: a table on stdout (mutant, kind, detected on k of n seeds, median seconds to
+detect, caused findings of other oracles, exposure, shown/tried of the hit rate) and,
+with ``--out``, a JSON file written atomically after every run
 (``fuzz.util.atomic_write_text``) with each run's findings, their attribution and the
 report's feature counts. With ``--out``, runs already in the file (same mutant, seed,
-seconds and determinism) are skipped, so an interrupted benchmark resumes.
+seconds, determinism and jobs) are skipped, so an interrupted benchmark resumes.
 """
 from __future__ import annotations
 
@@ -139,6 +143,7 @@ def write_wrapper(directory: str, mutant: str, python: str | None = None) -> str
 # ------------------------------------------------------------------ exposure: static conditions per mutant
 
 _DIFF = ("grad", "value_and_grad", "vjp")  # transforms that transpose (jvp does not)
+_COLLECTIVES = ("psum", "pmean", "pmax", "pmin", "ppermute", "all_gather", "psum_scatter", "all_to_all", "axis_index")
 
 
 def _shift_not_involution(e: dict, size: int) -> bool:
@@ -164,7 +169,7 @@ def _eqn_exposures(e: dict, ctx, args: list, stack: list) -> set:
     op = e["op"]
     out = set()
     diff = any(k in _DIFF for k in stack)
-    names = e.get("axes") or []
+    names = (e.get("axes") or []) if op in _COLLECTIVES else []
     sizes = {n: ctx.axis(n).size for n in names}
     if op == "ppermute":
         n = names[0]
@@ -249,11 +254,12 @@ def exposures(program: dict) -> set:
 EXPOSURE = {m.name: m.composition for m in mutants.MUTANTS}
 
 
-def measure_exposure(n: int, seed: int = 0) -> dict:
+def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
     """Draw ``n`` programs from the generator (no JAX run) and count, per mutant, those with its composition.
 
-    Returns {"programs": n, "counts": {mutant: count}}. Uses Hypothesis' generate phase
-    only, derandomized from ``seed``.
+    Returns {"programs": n, "counts": {mutant: count}} and, with ``keep`` > 0,
+    "kept": {mutant: [the first ``keep`` programs with its composition]}. Uses
+    Hypothesis' generate phase only, derandomized from ``seed``.
     """
     from hypothesis import Phase, given, settings
     from hypothesis import seed as hseed
@@ -261,6 +267,7 @@ def measure_exposure(n: int, seed: int = 0) -> dict:
     from strategies.programs import programs
 
     counts = {m.name: 0 for m in mutants.MUTANTS}
+    kept: dict = {m.name: [] for m in mutants.MUTANTS}
     drawn = [0]
 
     @hseed(seed)
@@ -271,9 +278,52 @@ def measure_exposure(n: int, seed: int = 0) -> dict:
         drawn[0] += 1
         for name in exposures(p):
             counts[name] += 1
+            if len(kept[name]) < keep:
+                kept[name].append(json.loads(json.dumps(p)))
 
     draw()
-    return {"programs": drawn[0], "counts": counts}
+    out = {"programs": drawn[0], "counts": counts}
+    if keep:
+        out["kept"] = kept
+    return out
+
+
+def hit_rate(kept: dict, names: list, directory: str) -> dict:
+    """Run programs that have a mutant's composition with and without the mutant: how many show it?
+
+    ``kept``: {mutant: [programs]} (from :func:`measure_exposure`). A program *shows* the
+    mutant when a value oracle (differential, metamorphic, callbacks) flags a call with
+    the mutant and not without it (same oracle, kind and call). Returns {mutant:
+    {"tried", "shown", "programs": [{"mutant": [signatures], "plain": [signatures]}]}}:
+    whether a silent mutant is a blind spot of the generator (its composition is rarely
+    drawn) or of the oracles (drawn, but the values that would show it are not compared).
+    """
+    from fuzz.runner import Runner
+
+    out = {}
+    plain = Runner(python=None, determinism=False)
+    try:
+        for name in names:
+            progs = kept.get(name, [])
+            row = {"tried": len(progs), "shown": 0, "programs": []}
+            if progs:
+                r = Runner(python=write_wrapper(directory, name), determinism=False)
+                try:
+                    for p in progs:
+                        got_m, _ = r.run(p)
+                        got_p, _ = plain.run(p)
+                        base = {(f.oracle, f.kind, f.call) for f in got_p}
+                        new = [f for f in got_m if f.oracle in VALUE_ORACLES and (f.oracle, f.kind, f.call) not in base]
+                        row["shown"] += bool(new)
+                        row["programs"].append({"mutant": [f.signature[:120] for f in got_m],
+                                                "plain": [f.signature[:120] for f in got_p]})
+                finally:
+                    r.close()
+            out[name] = row
+            print(json.dumps({"hit_rate": name, "tried": row["tried"], "shown": row["shown"]}), flush=True)
+    finally:
+        plain.close()
+    return out
 
 
 # ------------------------------------------------------------------ campaigns
@@ -421,8 +471,9 @@ def one_run(mutant: str, seed: int, seconds: float, determinism: bool, grace: fl
     return row
 
 
-def summary(rows: list, exposure: dict | None) -> list:
-    """One line per mutant: detected k of n, median seconds to detect (of the detecting seeds)."""
+def summary(rows: list, exposure: dict | None, hits: dict | None = None) -> list:
+    """One line per mutant: detected k of n, median seconds to detect (of the detecting seeds),
+    caused non-value findings, exposure (drawn programs with the composition) and hit rate."""
     out = []
     counts = (exposure or {}).get("counts", {})
     n_prog = (exposure or {}).get("programs")
@@ -433,18 +484,21 @@ def summary(rows: list, exposure: dict | None) -> list:
         out.append({"mutant": m.name, "kind": m.kind, "detected": len(times), "runs": len(mine),
                     "median_seconds": statistics.median(times) if times else None,
                     "caused_other_findings": other,
-                    "exposure": f"{counts[m.name]}/{n_prog}" if n_prog and m.name in counts else None})
+                    "exposure": f"{counts[m.name]}/{n_prog}" if n_prog and m.name in counts else None,
+                    "shown": (f"{hits[m.name]['shown']}/{hits[m.name]['tried']}" if hits and m.name in hits
+                              else None)})
     return out
 
 
 def print_table(lines: list) -> None:
-    head = f"{'mutant':30s} {'kind':9s} {'detected':>9s} {'median s':>9s} {'other':>6s} {'exposure':>10s}"
+    head = (f"{'mutant':30s} {'kind':9s} {'detected':>9s} {'median s':>9s} {'other':>6s} {'exposure':>10s} "
+            f"{'shown':>6s}")
     print(head)
     print("-" * len(head))
     for s in lines:
         med = f"{s['median_seconds']:.0f}" if s["median_seconds"] is not None else "-"
         print(f"{s['mutant']:30s} {s['kind']:9s} {s['detected']:>4d} of {s['runs']:<2d} {med:>9s} "
-              f"{s['caused_other_findings']:>6d} {s['exposure'] or '-':>10s}")
+              f"{s['caused_other_findings']:>6d} {s['exposure'] or '-':>10s} {s['shown'] or '-':>6s}")
 
 
 def rerun_from_snapshot(rev: str, out: str | None) -> int:
@@ -500,6 +554,9 @@ def main() -> None:
                     help="seconds after --seconds (from the workers' start) before the campaign is stopped")
     ap.add_argument("--exposure", type=int, default=0, metavar="N",
                     help="also draw N programs and count each mutant's composition (no campaign if --seeds '')")
+    ap.add_argument("--hit-rate", type=int, default=0, metavar="K",
+                    help="with --exposure: run up to K drawn programs with each mutant's composition, with and "
+                         "without the mutant, and count those that show it")
     ap.add_argument("--jobs", type=int, default=None, help="pass --jobs N to shardfuzz run (default: its default)")
     ap.add_argument("--snapshot", default="HEAD", metavar="REV",
                     help="run shardfuzz from `git archive REV` of this repository, a fixed version while others "
@@ -536,15 +593,21 @@ def main() -> None:
             sys.exit(2)
 
     def save() -> None:
-        data["summary"] = summary(data["runs"], data.get("exposure"))
+        data["summary"] = summary(data["runs"], data.get("exposure"), data.get("hit_rate"))
         if args.out:
             atomic_write_text(args.out, json.dumps(data, indent=1) + "\n")
 
     if args.exposure:
         t0 = time.monotonic()
-        data["exposure"] = {**measure_exposure(args.exposure), "seconds": round(time.monotonic() - t0, 1)}
+        exp = measure_exposure(args.exposure, keep=args.hit_rate)
+        kept = exp.pop("kept", {})
+        data["exposure"] = {**exp, "seconds": round(time.monotonic() - t0, 1)}
         save()
         print(json.dumps({"exposure": data["exposure"]}), flush=True)
+        if args.hit_rate:
+            with tempfile.TemporaryDirectory(prefix="seeded-hit-rate-") as d:
+                data["hit_rate"] = hit_rate(kept, names, d)
+            save()
     def key(r: dict) -> tuple:
         return r["mutant"], r["seed"], r["seconds"], r["determinism"], r.get("jobs")
 
@@ -562,7 +625,7 @@ def main() -> None:
     save()
     rows = [r for r in data["runs"] if r["mutant"] in names and r["seconds"] == args.seconds
             and r["determinism"] == determinism and r.get("jobs") == args.jobs]
-    print_table([s for s in summary(rows, data.get("exposure")) if s["mutant"] in names])
+    print_table([s for s in summary(rows, data.get("exposure"), data.get("hit_rate")) if s["mutant"] in names])
 
 
 if __name__ == "__main__":
