@@ -336,7 +336,7 @@ def run_campaign(wrapper: str, seed: int, seconds: float, workdir: str, determin
     on stderr; at most :data:`STARTUP_ALLOWANCE` seconds after the process start). It is
     stopped with SIGTERM ``grace`` seconds after ``seconds`` on that clock (the report is
     still written; only the end-of-campaign reduction is cut short), and with SIGKILL
-    60 s later.
+    120 s later (then ``report`` is None: see the findings file in ``workdir``).
     """
     report_path = os.path.join(workdir, "report.json")
     cmd = [sys.executable, "-m", "fuzz", "run", "--seed", str(seed), "--time", str(seconds), "--database", "",
@@ -362,7 +362,7 @@ def run_campaign(wrapper: str, seed: int, seconds: float, workdir: str, determin
                 if now > begin + seconds + grace:
                     proc.send_signal(signal.SIGTERM)
                     try:
-                        proc.wait(timeout=60)
+                        proc.wait(timeout=120)
                     except subprocess.TimeoutExpired:
                         proc.kill()
                         proc.wait()
@@ -444,8 +444,10 @@ def one_run(mutant: str, seed: int, seconds: float, determinism: bool, grace: fl
             jobs: int | None = None) -> dict:
     """Run the campaign for one mutant and seed, attribute its findings; one result row.
 
-    A run whose shardfuzz exits 2 (bad input or an internal error) or writes no report
-    is a row with ``error`` (and the log's tail), retried when the benchmark resumes.
+    A run whose shardfuzz exits 2 (bad input or an internal error) is a row with
+    ``error`` (and the log's tail), retried when the benchmark resumes; one killed before
+    it wrote a report is judged on its findings file (``.shardfuzz/findings.jsonl`` in
+    its directory, written as findings are recorded) and says so in ``report``.
     """
     with tempfile.TemporaryDirectory(prefix=f"seeded-{mutant}-") as d:
         wrapper = write_wrapper(d, mutant)
@@ -454,8 +456,18 @@ def one_run(mutant: str, seed: int, seconds: float, determinism: bool, grace: fl
         row = {"mutant": mutant, "seed": seed, "seconds": seconds, "determinism": determinism, "jobs": jobs,
                "code": os.environ.get(SNAPSHOT_ENV) or "working tree",
                "exit_code": res["exit_code"], "wall_seconds": round(res["wall"], 1)}
-        if rep is None or res["exit_code"] == 2:
-            row.update(error="no report" if rep is None else "shardfuzz exited 2", log_tail=res["stderr"])
+        if rep is None:
+            # killed before it wrote a report: what it found is in the findings file (fuzz.findings)
+            from fuzz import findings as findings_file
+
+            path = os.path.join(d, ".shardfuzz", "findings.jsonl")
+            found = findings_file.read(path) if os.path.exists(path) else []
+            rep = {"findings": found, "seconds": None, "programs": None, "generated": None,
+                   "generated_rejected": None, "features": {}, "interrupted": "SIGKILL (no report)"}
+            row["report"] = "none: shardfuzz did not end after SIGTERM; findings read from its findings file"
+            row["log_tail"] = res["stderr"]
+        elif res["exit_code"] == 2:
+            row.update(error="shardfuzz exited 2", log_tail=res["stderr"])
             return row
         attributed = attribute(rep["findings"], wrapper, seconds)
     hit = detection(attributed, seconds)
