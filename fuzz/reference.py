@@ -34,16 +34,25 @@ from fuzz import ops as O
 from fuzz import typecheck as T
 
 
-def make_input(seed: int, shape, values: str = "seeded") -> np.ndarray:
+def make_input(seed: int, shape, values: str = "seeded", dtype: str = "float32") -> np.ndarray:
     """The value of a program input (float32 array of ``shape``), the same as the rendered source's.
 
     ``values`` (the input's optional "values" field, program schema ``$defs/input``):
     "seeded" (default): multiples of 1/8 in [-1, 1] drawn from ``seed``; "arange":
     ``k / n`` for the ``n`` elements in row-major order; "ones": all 1. Raises
-    ProgramError for another ``values``.
+    ProgramError for another ``values``. An int32 input (``dtype``, a scalar start index):
+    "seeded": an integer in [-4, 20] drawn from ``seed`` (negative and past-the-end starts
+    included); "arange": 0; "ones": 1.
     """
     shape = tuple(shape)
     n = math.prod(shape)
+    if dtype == "int32":
+        if values not in ("seeded", "arange", "ones"):
+            raise T.ProgramError(f"input values {str(values)[:40]!r} is not seeded, arange or ones")
+        v = {"arange": 0, "ones": 1}.get(values)
+        if v is None:
+            v = np.random.default_rng(seed).integers(-4, 21)
+        return np.full(shape, v, np.int32)
     if values == "ones":
         return np.ones(shape, np.float32)
     if values == "arange":
@@ -287,7 +296,8 @@ class Reference:
     # ------------------------------------------------------------------ entry
     def evaluate(self) -> dict:
         ctx = T.root_ctx(self.p)
-        inputs = {i["name"]: make_input(i["seed"], i["shape"], i.get("values", "seeded")) for i in self.p["inputs"]}
+        inputs = {i["name"]: make_input(i["seed"], i["shape"], i.get("values", "seeded"), i.get("dtype", "float32"))
+                  for i in self.p["inputs"]}
         in_types = T.input_types(self.p)
         env = {n: (x, in_types[n], 0) for n, x in inputs.items()}
         results, callbacks = [], []

@@ -111,6 +111,18 @@ def _values(inp: dict) -> str:
     return v
 
 
+def _int_input_line(inp: dict, ind: str) -> str:
+    """Source of an int32 scalar input (a start index): its value as a literal."""
+    from fuzz.reference import make_input
+
+    if inp.get("dtype") != "int32" or inp["shape"]:
+        raise ProgramError(f"input {str(inp.get('name'))[:40]!r}: only int32 scalars besides float32 arrays")
+    v = int(make_input(int(_int(inp["seed"])), (), _values(inp), "int32"))
+    if inp["spec"] is None:
+        return f"{ind}{_id(inp['name'])} = jnp.int32({v})"
+    return f"{ind}{_id(inp['name'])} = jax.device_put(np.int32({v}), NamedSharding(mesh, {spec_source(inp['spec'])}))"
+
+
 def _tuple_source(items) -> str:
     items = list(items)
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
@@ -324,6 +336,9 @@ class _Renderer:
         for i in self.p["inputs"]:
             spec = "None" if i["spec"] is None else spec_source(i["spec"])
             values = _values(i)
+            if i.get("dtype", "float32") != "float32":
+                head.append(_int_input_line(i, ""))
+                continue
             extra = "" if values == "seeded" else f", {values!r}"
             head.append(f"{_id(i['name'])} = make_input({_int(i['seed'])}, {_tuple_source(map(_int, i['shape']))}, "
                         f"{spec}{extra})")
@@ -475,6 +490,8 @@ class _ReproRenderer(_Renderer):
     def input_line(self, inp: dict, ind: str) -> str:
         from fuzz.reference import make_input
 
+        if inp.get("dtype", "float32") != "float32":
+            return _int_input_line(inp, ind)
         name = _id(inp["name"])
         shape = tuple(int(_int(s)) for s in inp["shape"])
         shape_src = _tuple_source(map(str, shape))

@@ -85,12 +85,14 @@ def eqn_types(eqn: dict, args: list, ctx: Ctx) -> list:
     """Result types of a primitive equation (not ``call``) given its argument types; ProgramError if invalid.
 
     The op's own rule (:meth:`fuzz.ops.base.Op.types`) after the rules every op shares:
-    known op, argument dtypes, the release gate (``no_op:<name>``) and grad.
+    known op, argument dtypes, the release gate (``no_op:<name>``), grad and Explicit meshes.
     """
     op = O.get(eqn["op"])
     if not op.grad_ok:
         _require(not ctx.in_grad, f"{op.name} {op.no_grad_reason}: not under grad")
     _require(f"no_op:{op.name}" not in ctx.rules, f"this JAX release has no {op.name} (it came in {op.since})")
+    _require(op.explicit_ok or not ctx.explicit or ctx.manual,
+             f"{op.name} on an Explicit mesh outside shard_map (sharding types: not modelled)")
     want = op.arg_dtypes(eqn)
     _require(len(want) == len(args), f"{op.name} takes {len(want)} argument(s), not {len(args)}")
     for k, (a, dt) in enumerate(zip(args, want)):

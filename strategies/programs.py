@@ -279,7 +279,8 @@ class _Gen:
                       lambda e: T.eqn_types(e, [scope.visible[a] for a in e["args"]], ctx), MAX_ELEMENTS, MAX_RANK)
         families = {}
         for op in O.REGISTRY.values():
-            if op.name in self.disabled or (ctx.in_grad and not op.grad_ok) or f"no_op:{op.name}" in ctx.rules:
+            if op.name in self.disabled or (ctx.in_grad and not op.grad_ok) or f"no_op:{op.name}" in ctx.rules \
+                    or (ctx.explicit and not ctx.manual and not op.explicit_ok):
                 continue
             families.setdefault(op.family, []).append(op)
         if depth < self.max_depth and self.nest < self.max_depth and "call" not in self.disabled and scope.floats():
@@ -430,6 +431,11 @@ def programs(draw, caps: dict = NEWEST_CAPS, max_depth: int = 4, max_eqns: int =
         if mesh["axis_type"] == "auto" and draw(st.booleans()):
             spec = draw(partition_specs(tuple(shape), mesh["axis_names"], sizes))
         inputs.append({"name": f"x{k}", "shape": shape, "dtype": "float32", "spec": spec,
+                       "seed": draw(st.integers(0, 255))})
+    # an int32 scalar input: a start index that jit traces (for the ops that take one)
+    if any(op.preludes and n not in disabled for n, op in O.REGISTRY.items()) and draw(st.booleans()):
+        spec = draw(st.sampled_from([None, []])) if mesh["axis_type"] == "auto" else None
+        inputs.append({"name": f"x{len(inputs)}", "shape": [], "dtype": "int32", "spec": spec,
                        "seed": draw(st.integers(0, 255))})
     program = {"format": "shardfuzz-program", "version": 1, "mesh": mesh, "inputs": inputs,
                "functions": {}, "calls": []}

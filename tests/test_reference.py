@@ -172,3 +172,133 @@ def test_pmax_of_an_unvarying_value_is_the_value_and_psum_multiplies_it():
     want = {"pmax": x, "pmin": x, "pmean": x, "psum": 4 * x}
     for op, g in zip(ops, run1(p)):
         np.testing.assert_allclose(g, want[op], rtol=1e-6, err_msg=op)
+
+
+# ------------------------------------------------------------------ data movement ops, checked by hand
+def index_input(p, name, seed):
+    """Make input ``name`` of program ``p`` an int32 scalar with the value make_input gives ``seed``."""
+    for i in p["inputs"]:
+        if i["name"] == name:
+            i.update(shape=[], dtype="int32", seed=seed)
+    return p
+
+
+# int32 seeds (fuzz.reference.make_input): seed 39 -> 20, 34 -> -3, 21 -> 3, 23 -> -4
+PAST_END, MINUS_3, THREE, MINUS_4 = 39, 34, 21, 23
+
+
+def test_int32_inputs_are_seeded_scalars():
+    assert [int(make_input(s, (), "seeded", "int32")) for s in (PAST_END, MINUS_3, THREE, MINUS_4)] == [20, -3, 3, -4]
+    assert make_input(5, (), "arange", "int32") == 0 and make_input(5, (), "ones", "int32") == 1
+    assert make_input(5, (), "seeded", "int32").dtype == np.int32
+
+
+def test_static_slices_follow_python_rules_and_may_be_empty():
+    body = fn(["a"], [eqn("slice", ["a"], ["v"], axis=1, start=1, stop=-1),
+                      eqn("slice", ["a"], ["w"], axis=0, start=-9, stop=99),
+                      eqn("slice", ["a"], ["e"], axis=1, start=3, stop=1),
+                      eqn("broadcast", ["e"], ["u"], size=2)], ["v", "w", "u"])
+    p = program(inputs=[("x0", (2, 5), 1)], functions={"f0": body}, calls=[call("f0", [], ["x0"])])
+    x = make_input(1, (2, 5))
+    v, w, u = run1(p)
+    np.testing.assert_array_equal(v, x[:, 1:4])
+    np.testing.assert_array_equal(w, x)
+    assert u.shape == (2, 2, 0)
+
+
+def test_dynamic_slice_wraps_a_negative_start_once_then_clamps():
+    body = fn(["a", "i"], [eqn("dynamic_slice", ["a", "i"], ["v"], axis=0, size=3)], ["v"])
+    x = make_input(2, (8,))
+    for seed, start in [(PAST_END, 5), (MINUS_3, 5), (THREE, 3), (MINUS_4, 4)]:
+        p = index_input(program(inputs=[("x0", (8,), 2), ("x1", (), seed)], functions={"f0": body},
+                                calls=[call("f0", [JIT], ["x0", "x1"])]), "x1", seed)
+        np.testing.assert_array_equal(run1(p)[0], x[start:start + 3], err_msg=f"seed {seed}")
+
+
+def test_dynamic_update_slice_clamps_the_start():
+    body = fn(["a", "u", "i"], [eqn("dynamic_update_slice", ["a", "u", "i"], ["v"], axis=1)], ["v"])
+    p = index_input(program(inputs=[("x0", (2, 6), 3), ("x1", (2, 4), 4), ("x2", (), PAST_END)],
+                            functions={"f0": body}, calls=[call("f0", [], ["x0", "x1", "x2"])]), "x2", PAST_END)
+    want = make_input(3, (2, 6)).copy()
+    want[:, 2:6] = make_input(4, (2, 4))  # start 20 clamped to 6 - 4
+    np.testing.assert_array_equal(run1(p)[0], want)
+
+
+def test_index_ops_are_per_device_starts():
+    # start = 3 * device + 1 on 4 devices: 1, 4, 7 and 10 (clamped to 6: the last two rows of 8)
+    body = fn(["a"], [eqn("index", [], ["i"], axes=["x"], scale=3, offset=1),
+                      eqn("dynamic_slice", ["a", "i"], ["v"], axis=0, size=2)], ["v"])
+    p = program(inputs=[("x0", (8,), 5)], functions={"f0": body},
+                calls=[call("f0", [shard_map([[None]], [[["x"]]])], ["x0"])])
+    x = make_input(5, (8,))
+    np.testing.assert_array_equal(run1(p)[0], np.concatenate([x[1:3], x[4:6], x[6:8], x[6:8]]))
+
+
+@pytest.mark.parametrize("seed, row", [(THREE, 3), (MINUS_3, 1), (PAST_END, None), (MINUS_4, 0)])
+def test_at_with_a_traced_index_drops_out_of_bounds_updates(seed, row):
+    # 4 rows: index 3 is row 3, -3 row 1, 20 is dropped, -4 row 0
+    body = fn(["a", "u", "i"], [eqn("at_set", ["a", "u", "i"], ["s"], index=None),
+                                eqn("at_add", ["a", "u", "i"], ["d"], index=None)], ["s", "d"])
+    p = index_input(program(inputs=[("x0", (4, 3), 6), ("x1", (3,), 7), ("x2", (), seed)], functions={"f0": body},
+                            calls=[call("f0", [], ["x0", "x1", "x2"])]), "x2", seed)
+    x, u = make_input(6, (4, 3)), make_input(7, (3,))
+    s, d = x.copy(), x.copy()
+    if row is not None:
+        s[row] = u
+        d[row] += u
+    got = run1(p)
+    np.testing.assert_array_equal(got[0], s)
+    np.testing.assert_array_equal(got[1], d)
+
+
+def test_at_with_static_indices_and_slices():
+    body = fn(["a", "u"], [eqn("sum", ["u"], ["c"], axis=None),
+                           eqn("slice", ["a"], ["s"], axis=0, start=1, stop=64),
+                           eqn("at_set", ["a", "s"], ["v"], index=[None, -1]),
+                           eqn("at_add", ["a", "c"], ["w"], index=-5),
+                           eqn("at_set", ["a", "c"], ["z"], index=7)], ["v", "w", "z"])
+    p = program(inputs=[("x0", (4, 3), 8), ("x1", (3,), 9)], functions={"f0": body},
+                calls=[call("f0", [], ["x0", "x1"])])
+    x = make_input(8, (4, 3))
+    v, w, z = run1(p)
+    np.testing.assert_array_equal(v, np.concatenate([x[1:], x[3:]]))  # a.at[:-1].set(a[1:])
+    np.testing.assert_array_equal(w, x)  # -5 of 4 rows: out of bounds, dropped
+    np.testing.assert_array_equal(z, x)  # 7: dropped
+
+
+def test_pad_roll_concatenate():
+    body = fn(["a"], [eqn("pad", ["a"], ["p"], axis=0, lo=-2, hi=1, interior=1),
+                      eqn("pad", ["a"], ["q"], axis=0, lo=2, hi=0, interior=0),
+                      eqn("roll", ["a"], ["r"], axis=0, shift=-5),
+                      eqn("concatenate", ["a", "r"], ["c"], axis=0)], ["p", "q", "r", "c"])
+    p = program(inputs=[("x0", (3,), 10)], functions={"f0": body}, calls=[call("f0", [], ["x0"])])
+    x = make_input(10, (3,))
+    got = run1(p)
+    np.testing.assert_array_equal(got[0], [x[1], 0, x[2], 0])  # [x0 0 x1 0 x2] cropped by 2, one 0 after
+    np.testing.assert_array_equal(got[1], [0, 0, *x])
+    np.testing.assert_array_equal(got[2], np.roll(x, -5))
+    np.testing.assert_array_equal(got[3], np.concatenate([x, np.roll(x, -5)]))
+
+
+def test_scans_sort_and_where():
+    body = fn(["a", "b"], [eqn("cumsum", ["a"], ["s"], axis=1),
+                           eqn("cummax", ["a"], ["m"], axis=1, reverse=True),
+                           eqn("sort", ["a"], ["o"], axis=0),
+                           eqn("where", ["a", "b", "a", "b"], ["w"], cmp="lt")], ["s", "m", "o", "w"])
+    p = program(inputs=[("x0", (2, 4), 11), ("x1", (4,), 12)], functions={"f0": body},
+                calls=[call("f0", [], ["x0", "x1"])])
+    x, y = make_input(11, (2, 4)), make_input(12, (4,))
+    s, m, o, w = run1(p)
+    np.testing.assert_allclose(s, np.cumsum(x, 1))
+    np.testing.assert_array_equal(m, [[max(r[k:]) for k in range(4)] for r in x])
+    np.testing.assert_array_equal(o, np.sort(x, 0))
+    np.testing.assert_array_equal(w, np.minimum(x, y))
+
+
+def test_with_sharding_constraint_is_the_identity():
+    body = fn(["a"], [eqn("with_sharding_constraint", ["a"], ["v"], axes=["x"], dim=0)], ["v"])
+    p = program(inputs=[("x0", (8, 2), 13)], functions={"f0": body},
+                calls=[call("f0", [JIT], ["x0"]), call("f0", [vmap([1], [1])], ["x0"])])
+    got = evaluate(p)["results"]
+    np.testing.assert_array_equal(got[0][0], make_input(13, (8, 2)))
+    np.testing.assert_array_equal(got[1][0], make_input(13, (8, 2)))

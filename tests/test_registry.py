@@ -50,6 +50,7 @@ def test_every_op_has_every_part(op):
     assert op.n_args is None or isinstance(op.n_args, (int, frozenset))
     assert isinstance(op.n_outs, frozenset) and op.n_outs
     assert isinstance(op.grad_ok, bool) and (op.grad_ok or op.no_grad_reason)
+    assert isinstance(op.explicit_ok, bool)
     assert version_tuple(op.since) >= (0, 4), op.since
     missing = [m for m in PARTS if not _defines(op, m)]
     assert not missing, f"{op.name} lacks {missing}"
@@ -135,8 +136,12 @@ class CheckedReference(Reference):
 
 
 def alone(name: str) -> frozenset:
-    """Every op disabled but ``name`` (and the ops its draw may put before it)."""
-    return frozenset(O.REGISTRY) - {name} - set(O.REGISTRY[name].preludes)
+    """Every op disabled but ``name`` and the ops its draw may put before it; for an op only
+    drawn as a prelude (family weight 0), the ops it is a prelude of stay enabled too."""
+    keep = {name} | set(O.REGISTRY[name].preludes)
+    if O.FAMILY_WEIGHTS[O.REGISTRY[name].family] == 0:
+        keep |= {n for n, op in O.REGISTRY.items() if name in op.preludes}
+    return frozenset(O.REGISTRY) - keep
 
 
 DERIVATIVES = frozenset({"grad", "value_and_grad", "vjp", "jvp"})

@@ -14,10 +14,12 @@ To add an op: a subclass in its family's module, listed in that module's ``OPS``
 """
 from __future__ import annotations
 
-from fuzz.ops import callbacks, collectives, elementwise, linalg, movement, reductions
+from fuzz.ops import (callbacks, collectives, elementwise, indices, linalg, movement, reductions, scans, selection,
+                      sharding, slicing)
 from fuzz.ops.base import Op, ProgramError
 
-MODULES = (elementwise, reductions, linalg, movement, collectives, callbacks)
+MODULES = (elementwise, reductions, linalg, movement, slicing, scans, selection, sharding, indices, collectives,
+           callbacks)
 
 REGISTRY: dict = {}
 for _module in MODULES:
@@ -29,8 +31,10 @@ for _module in MODULES:
 # Relative weight of each family when the generator draws an equation ("call": a nested
 # call of a function under transforms, drawn by strategies.programs). The order is the
 # generator's: simplest families first, so that shrinking moves toward them.
+# "index" (start indices) has weight 0: its ops are drawn only before an op that needs one.
 FAMILY_WEIGHTS = {"unary": 1, "binary": 1, "reduce": 1, "transpose": 1, "matmul": 1, "broadcast": 1,
-                  "movement": 2, "index": 0, "collective": 3, "io_callback": 1, "call": 2}
+                  "movement": 2, "scan": 1, "select": 1, "sharding": 1, "index": 0, "collective": 3,
+                  "io_callback": 1, "call": 2}
 
 STRUCTURAL = ("call",)  # equations that are not ops: a nested function under a chain of transforms
 

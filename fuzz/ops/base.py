@@ -203,7 +203,11 @@ class Op:
       and ``n_outs`` (frozenset); ``params``: {parameter: JSON Schema} (the program
       schema's equation entry is built from it, fuzz.program);
     - ``grad_ok``: whether it may appear under grad / vjp / jvp (``no_grad_reason`` says
-      why not); ``since``: the first JAX release that has it (older releases' workers
+      why not); ``explicit_ok``: whether it may appear on an Explicit mesh outside
+      shard_map bodies, where values carry sharding types whose rules (ShardingTypeError:
+      "operand sharding must be equal to update sharding", "Input should be unsharded over
+      the axis being reduced", measured on jax 0.10.2) the typing rules do not model yet;
+      ``since``: the first JAX release that has it (older releases' workers
       refuse it: :func:`fuzz.typecheck.release_rules` adds the rule ``no_op:<name>``);
     - ``feature_names``: names it adds to a campaign report's ``features`` (JAX's name);
       ``preludes``: ops its draw may put before it (e.g. a start index), when enabled.
@@ -222,6 +226,7 @@ class Op:
     params: dict = {}
     grad_ok: bool = True
     no_grad_reason = "has ambiguous derivatives at ties"
+    explicit_ok: bool = True
     since: str = "0.4.26"
     feature_names: tuple = ()
     preludes: tuple = ()
@@ -256,6 +261,10 @@ class Op:
     def render(self, rr, eqn: dict, args: list, outs: list, ctx: Ctx, ind: str) -> list:
         """Source lines (indented by ``ind``) computing ``outs`` from ``args`` (identifiers, checked).
 
+        One function's source serves every call of it, and a call under vmap sees lower
+        ranks: the source may not depend on the arguments' shapes (name dims by ``axis``
+        from the left, as the typing rules do).
+
         ``rr`` is the renderer: ``rr.int``, ``rr.bool``, ``rr.id``, ``rr.axes_source``,
         ``rr.spec_source``, ``rr.helpers`` (helpers the module must define).
         """
@@ -282,3 +291,18 @@ class ExprOp(Op):
 def lead(K: int) -> tuple:
     """Index prefix selecting everything along the ``K`` leading named dims of a lock-step array."""
     return (slice(None),) * K
+
+
+def align(xp, xs: list, ranks: list, K: int) -> list:
+    """Lock-step arrays of different ranks padded with size-1 dims after the K named dims (NumPy broadcasting)."""
+    n = max(ranks)
+    return [x.reshape(x.shape[:K] + (1,) * (n - r) + x.shape[K:]) for x, r in zip(xs, ranks)]
+
+
+def fits(shape: tuple, *others: tuple) -> bool:
+    """Whether the shapes broadcast together."""
+    try:
+        broadcast_shapes(shape, *others)
+    except ProgramError:
+        return False
+    return True

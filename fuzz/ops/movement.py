@@ -1,9 +1,17 @@
-"""Data movement: ``broadcast`` (a new leading dim of ``size`` copies)."""
+"""Data movement: ``broadcast`` (a new leading dim of ``size`` copies), ``roll``, ``pad``, ``concatenate``.
+
+Semantics (JAX docs): ``jnp.roll(x, shift, axis)`` as NumPy (any shift, taken modulo the
+dim); ``pad`` on one dim with ``lo`` / ``hi`` zeros before / after and ``interior`` zeros
+between elements, negative ``lo`` / ``hi`` cropping (``lax.pad``: "negative padding
+removes elements"; rendered as ``jnp.pad`` when nothing is negative or interior);
+``jnp.concatenate([a, b], axis)``. Each is linear in its float operands (differentiable
+under grad) and varies wherever an operand does.
+"""
 from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from fuzz.ops.base import ExprOp, Ty, int_schema
+from fuzz.ops.base import DIM, ExprOp, Ty, int_schema, require
 
 
 class Broadcast(ExprOp):
@@ -30,4 +38,136 @@ class Broadcast(ExprOp):
         return f"jnp.broadcast_to({a[0]}, ({rr.int(eqn['size'])},) + {a[0]}.shape)"
 
 
-OPS = (Broadcast(),)
+class Roll(ExprOp):
+    """``jnp.roll(x, shift, axis=axis)``."""
+
+    name = "roll"
+    family = "movement"
+    explicit_ok = False
+    params = {"axis": DIM, "shift": int_schema(-64, 64)}
+    feature_names = ("roll",)
+
+    def types(self, eqn, args, ctx):
+        (a,) = args
+        require(0 <= eqn["axis"] < a.rank, f"roll axis {eqn['axis']} out of range for rank {a.rank}")
+        return [a]
+
+    def draw(self, draw, ctx, scope):
+        xs = scope.floats(min_rank=1)
+        if not xs:
+            return None
+        a = draw(st.sampled_from(xs))
+        shape = scope.visible[a].shape
+        d = draw(st.integers(0, len(shape) - 1))
+        return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axis": d,
+                "shift": draw(st.integers(-2 * shape[d] - 1, 2 * shape[d] + 1))}
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        return [r.xp.roll(xs[0], eqn["shift"], axis=len(ctx.axes) + eqn["axis"])]
+
+    def expr(self, rr, eqn, a, ctx):
+        return f"jnp.roll({a[0]}, {rr.int(eqn['shift'])}, axis={rr.int(eqn['axis'])})"
+
+
+class Pad(ExprOp):
+    """Zeros around (``lo``, ``hi``, negative: crop) and between (``interior``) the elements of dim ``axis``."""
+
+    name = "pad"
+    family = "movement"
+    explicit_ok = False
+    params = {"axis": DIM, "lo": int_schema(-64, 64), "hi": int_schema(-64, 64), "interior": int_schema(0, 4)}
+    feature_names = ("pad",)
+
+    @staticmethod
+    def length(n: int, e: dict) -> int:
+        return e["lo"] + e["hi"] + n + max(n - 1, 0) * e["interior"]
+
+    def types(self, eqn, args, ctx):
+        (a,) = args
+        d = eqn["axis"]
+        require(0 <= d < a.rank, f"pad axis {d} out of range for rank {a.rank}")
+        n = self.length(a.shape[d], eqn)
+        require(n >= 0, f"pad {eqn['lo']}, {eqn['hi']} removes more than dim {a.shape[d]} has")
+        return [Ty(a.shape[:d] + (n,) + a.shape[d + 1:], a.vma)]
+
+    def draw(self, draw, ctx, scope):
+        xs = [v for v in scope.small(factor=4) if scope.visible[v].rank >= 1]
+        if not xs:
+            return None
+        a = draw(st.sampled_from(xs))
+        shape = scope.visible[a].shape
+        d = draw(st.integers(0, len(shape) - 1))
+        n = shape[d]
+        lo = draw(st.integers(-n, 3))
+        hi = draw(st.integers(-n, 3))
+        interior = draw(st.sampled_from([0, 0, 1, 2]))
+        e = {"op": self.name, "args": [a], "outs": [scope.new_var()], "axis": d, "lo": lo, "hi": hi,
+             "interior": interior}
+        if self.length(n, e) < 0:
+            e["lo"], e["hi"] = max(lo, 0), max(hi, 0)
+        return e
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        xp = r.xp
+        x = xs[0]
+        pos = len(ctx.axes) + eqn["axis"]
+        n, k = x.shape[pos], eqn["interior"]
+
+        def zeros(m):
+            return xp.zeros(x.shape[:pos] + (m,) + x.shape[pos + 1:], x.dtype)
+
+        if k and n:  # interior: each element followed by k zeros, the last k dropped
+            y = xp.stack([x] + [zeros(n)] * k, axis=pos + 1)
+            x = y.reshape(x.shape[:pos] + (n * (k + 1),) + x.shape[pos + 1:])
+            x = x[(slice(None),) * pos + (slice(0, n + (n - 1) * k),)]
+        lo, hi = eqn["lo"], eqn["hi"]
+        x = xp.concatenate([zeros(max(lo, 0)), x, zeros(max(hi, 0))], axis=pos)
+        end = x.shape[pos] + min(hi, 0)
+        return [x[(slice(None),) * pos + (slice(-min(lo, 0), end),)]]
+
+    def expr(self, rr, eqn, a, ctx):
+        # rank-polymorphic: one function may be called on values of other ranks (under vmap)
+        d = rr.int(eqn["axis"])
+        lo, hi, k = rr.int(eqn["lo"]), rr.int(eqn["hi"]), rr.int(eqn["interior"])
+        if int(lo) >= 0 and int(hi) >= 0 and int(k) == 0:
+            return f"jnp.pad({a[0]}, [({lo}, {hi}) if _d == {d} else (0, 0) for _d in range({a[0]}.ndim)])"
+        return f"jax.lax.pad({a[0]}, 0.0, [({lo}, {hi}, {k}) if _d == {d} else (0, 0, 0) for _d in range({a[0]}.ndim)])"
+
+
+class Concatenate(ExprOp):
+    """``jnp.concatenate([a, b], axis=axis)``."""
+
+    name = "concatenate"
+    family = "movement"
+    explicit_ok = False
+    n_args = 2
+    params = {"axis": DIM}
+    feature_names = ("concatenate",)
+
+    def types(self, eqn, args, ctx):
+        a, b = args
+        d = eqn["axis"]
+        require(a.rank == b.rank and 0 <= d < a.rank, f"concatenate of {a.shape} and {b.shape} along {d}")
+        require(all(a.shape[k] == b.shape[k] for k in range(a.rank) if k != d),
+                f"concatenate of {a.shape} and {b.shape} along {d}")
+        return [Ty(a.shape[:d] + (a.shape[d] + b.shape[d],) + a.shape[d + 1:], a.vma | b.vma)]
+
+    def draw(self, draw, ctx, scope):
+        vis = scope.visible
+        xs = scope.floats(min_rank=1)
+        triples = [(a, b, d) for a in xs for b in xs for d in range(vis[a].rank)
+                   if vis[a].rank == vis[b].rank and vis[a].size + vis[b].size <= scope.max_elements
+                   and all(vis[a].shape[k] == vis[b].shape[k] for k in range(vis[a].rank) if k != d)]
+        if not triples:
+            return None
+        a, b, d = draw(st.sampled_from(triples))
+        return {"op": self.name, "args": [a, b], "outs": [scope.new_var()], "axis": d}
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        return [r.xp.concatenate(xs, axis=len(ctx.axes) + eqn["axis"])]
+
+    def expr(self, rr, eqn, a, ctx):
+        return f"jnp.concatenate([{a[0]}, {a[1]}], axis={rr.int(eqn['axis'])})"
+
+
+OPS = (Broadcast(), Roll(), Pad(), Concatenate())

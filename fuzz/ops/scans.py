@@ -1,0 +1,81 @@
+"""Scans and sorts along one dim: ``cumsum`` (``jnp.cumsum``), ``cummax`` (``lax.cummax``), ``sort`` (``jnp.sort``).
+
+``cummax`` picks one element at ties, so its derivative there is a convention: never
+under grad (as ``max``). ``sort`` is stable (``jnp.sort``'s default), so its derivative (a
+permutation of the cotangent) is defined at ties too.
+"""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from fuzz.ops.base import BOOL, DIM, ExprOp, require
+
+
+class Scan(ExprOp):
+    family = "scan"
+    explicit_ok = False
+    params = {"axis": DIM}
+
+    def types(self, eqn, args, ctx):
+        (a,) = args
+        require(0 <= eqn["axis"] < a.rank, f"{self.name} axis {eqn['axis']} out of range for rank {a.rank}")
+        return [a]
+
+    def draw(self, draw, ctx, scope):
+        xs = scope.floats(min_rank=1)
+        if not xs:
+            return None
+        a = draw(st.sampled_from(xs))
+        e = {"op": self.name, "args": [a], "outs": [scope.new_var()],
+             "axis": draw(st.integers(0, scope.visible[a].rank - 1))}
+        if "reverse" in self.params:
+            e["reverse"] = draw(st.booleans())
+        return e
+
+
+class Cumsum(Scan):
+    name = "cumsum"
+    feature_names = ("cumsum",)
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        return [r.xp.cumsum(xs[0], axis=len(ctx.axes) + eqn["axis"])]
+
+    def expr(self, rr, eqn, a, ctx):
+        return f"jnp.cumsum({a[0]}, axis={rr.int(eqn['axis'])})"
+
+
+class Cummax(Scan):
+    name = "cummax"
+    params = {"axis": DIM, "reverse": BOOL}
+    grad_ok = False
+    feature_names = ("cummax",)
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        x = xs[0]
+        pos = len(ctx.axes) + eqn["axis"]
+        if r.xp is not np:  # (not reached: never under a derivative)
+            return [r.jax.lax.cummax(x, axis=pos, reverse=eqn["reverse"])]
+        if eqn["reverse"]:
+            return [np.flip(np.maximum.accumulate(np.flip(x, pos), axis=pos), pos)]
+        return [np.maximum.accumulate(x, axis=pos)]
+
+    def expr(self, rr, eqn, a, ctx):
+        return f"jax.lax.cummax({a[0]}, axis={rr.int(eqn['axis'])}, reverse={rr.bool(eqn['reverse'])})"
+
+
+class Sort(Scan):
+    name = "sort"
+    feature_names = ("sort",)
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        pos = len(ctx.axes) + eqn["axis"]
+        if r.xp is np:
+            return [np.sort(xs[0], axis=pos, kind="stable")]
+        return [r.xp.sort(xs[0], axis=pos, stable=True)]
+
+    def expr(self, rr, eqn, a, ctx):
+        return f"jnp.sort({a[0]}, axis={rr.int(eqn['axis'])})"
+
+
+OPS = (Cumsum(), Cummax(), Sort())

@@ -1,0 +1,54 @@
+"""Selection: ``where``, ``jnp.where(a > b, x, y)`` (or ``<``), all four broadcast together (NumPy rules).
+
+The condition compares two values; the result takes ``x`` where it holds and ``y``
+elsewhere. Differentiable in ``x`` and ``y`` (the comparison has no derivative); varies
+wherever any argument does.
+"""
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from fuzz.ops.base import ExprOp, Ty, align, broadcast_shapes, fits
+
+COMPARISONS = {"gt": ">", "lt": "<"}
+
+
+class Where(ExprOp):
+    name = "where"
+    family = "select"
+    explicit_ok = False
+    n_args = 4
+    params = {"cmp": {"enum": list(COMPARISONS)}}
+    feature_names = ("where",)
+
+    def types(self, eqn, args, ctx):
+        return [Ty(broadcast_shapes(*(a.shape for a in args)), frozenset().union(*(a.vma for a in args)))]
+
+    def draw(self, draw, ctx, scope):
+        vis = scope.visible
+        xs = scope.floats()
+        if not xs:
+            return None
+        chosen = []
+        for _ in range(4):
+            shapes = [vis[v].shape for v in chosen]
+            cands = [v for v in xs if fits(vis[v].shape, *shapes)] if shapes else xs
+            chosen.append(draw(st.sampled_from(cands)))
+        return {"op": self.name, "args": chosen, "outs": [scope.new_var()],
+                "cmp": draw(st.sampled_from(list(COMPARISONS)))}
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        a, b, x, y = align(r.xp, xs, [t.rank for t in ts], len(ctx.axes))
+        cond = a > b if eqn["cmp"] == "gt" else a < b
+        return [r.xp.where(cond, x, y)]
+
+    def expr(self, rr, eqn, a, ctx):
+        cmp = COMPARISONS.get(eqn["cmp"])
+        if cmp is None:
+            from fuzz.ops.base import ProgramError
+
+            raise ProgramError(f"where compares with {str(eqn['cmp'])[:20]!r}, not gt or lt")
+        return f"jnp.where({a[0]} {cmp} {a[1]}, {a[2]}, {a[3]})"
+
+
+OPS = (Where(),)

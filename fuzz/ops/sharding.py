@@ -1,0 +1,64 @@
+"""Sharding annotations: ``with_sharding_constraint``, ``lax.with_sharding_constraint(x, NamedSharding(mesh, P(...)))``.
+
+The mesh axes ``axes`` (major to minor) split dim ``dim``; the other dims are not split.
+Its value is ``x`` (the reference is the identity). Rules (measured on jax 0.10.2): not
+inside a shard_map body (only outside, under jit or eagerly); not on an Explicit mesh
+("with_sharding_constraint acts as an assert when all axes of mesh are of type Explicit"
+-- reshard is the API there); no axis an enclosing vmap's spmd_axis_name takes ("vmap
+spmd_axis_name ... cannot appear in with_sharding_constraint spec"); the axes divide the
+dim (eagerly, an uneven split raises IndivisibleError).
+"""
+from __future__ import annotations
+
+import math
+
+from hypothesis import strategies as st
+
+from fuzz.ops.base import AXES, DIM, ExprOp, require
+
+
+class WithShardingConstraint(ExprOp):
+    name = "with_sharding_constraint"
+    family = "sharding"
+    params = {"axes": AXES, "dim": DIM}
+    feature_names = ("with_sharding_constraint",)
+
+    def types(self, eqn, args, ctx):
+        (a,) = args
+        names, d = eqn["axes"], eqn["dim"]
+        require(not ctx.manual, "with_sharding_constraint inside a shard_map body")
+        require(not ctx.explicit, "with_sharding_constraint on an Explicit mesh (reshard is the API there)")
+        require(len(set(names)) == len(names), "with_sharding_constraint names an axis twice")
+        for n in names:
+            require(n in ctx.mesh, f"with_sharding_constraint over {n!r}, not a mesh axis")
+            require(n not in ctx.reserved, f"with_sharding_constraint over {n!r}, an enclosing spmd_axis_name")
+        require(0 <= d < a.rank, f"with_sharding_constraint dim {d} out of range for rank {a.rank}")
+        k = math.prod(ctx.mesh[n] for n in names)
+        require(a.shape[d] % k == 0, f"with_sharding_constraint splits dim {a.shape[d]} into {k}")
+        return [a]
+
+    def draw(self, draw, ctx, scope):
+        if ctx.manual or ctx.explicit:
+            return None
+        axes = [n for n in ctx.mesh if n not in ctx.reserved]
+        vis = scope.visible
+        cands = [(v, d) for v in scope.floats(min_rank=1) for d in range(vis[v].rank)
+                 if any(vis[v].shape[d] % ctx.mesh[n] == 0 for n in axes)]
+        if not cands:
+            return None
+        a, d = draw(st.sampled_from(cands))
+        n = vis[a].shape[d]
+        pairs = [[x] for x in axes if n % ctx.mesh[x] == 0] + [
+            [x, y] for x in axes for y in axes if x != y and n % (ctx.mesh[x] * ctx.mesh[y]) == 0]
+        return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axes": draw(st.sampled_from(pairs)),
+                "dim": d}
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        return [xs[0]]
+
+    def expr(self, rr, eqn, a, ctx):
+        spec = [None] * int(rr.int(eqn["dim"])) + [list(eqn["axes"])]
+        return f"jax.lax.with_sharding_constraint({a[0]}, NamedSharding(mesh, {rr.spec_source(spec)}))"
+
+
+OPS = (WithShardingConstraint(),)

@@ -1,0 +1,335 @@
+"""Slices and updates along one dim: ``slice``, ``dynamic_slice``, ``dynamic_update_slice``, ``at_set``, ``at_add``.
+
+Semantics (JAX docs):
+
+- ``slice``: ``x[..., start:stop]`` on dim ``axis``, Python slice rules (negative bounds
+  count from the end, out-of-range bounds clamp, ``start >= stop`` is empty).
+- ``dynamic_slice`` (``lax.dynamic_slice_in_dim(x, i, size, axis)``) and
+  ``dynamic_update_slice`` (``lax.dynamic_update_slice_in_dim(x, u, i, axis)``): the start
+  ``i`` is a traced int32 scalar; a negative start counts from the end once
+  (``allow_negative_indices``, the default), then the start is clamped so that the
+  window fits ("the start index is adjusted to return a slice of the requested size",
+  ``lax.dynamic_slice`` docstring).
+- ``at_set`` / ``at_add`` (``x.at[idx].set(u)`` / ``.add(u)``) on the first dim: ``index``
+  a static int, null (a traced int32 scalar, the third argument) or a static slice
+  ``[start, stop]`` (null: open). An integer index counts from the end once when
+  negative; out of bounds, the update is dropped (``jax.numpy.ndarray.at``: "update
+  functions ... out-of-bound indices are dropped"). ``u`` broadcasts to the indexed shape.
+  Not on an empty first dim (JAX raises IndexError, measured on 0.10.2).
+
+All are differentiable with respect to their float operands (never the start index).
+Reference: windows and masks over the lock-step arrays (``take_along_axis`` and
+``where``), not JAX's scatter or gather.
+"""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from fuzz.ops.base import DIM, INT, ExprOp, Ty, broadcast_shapes, fits, int_schema, require
+from fuzz.ops.indices import start_index
+
+BOUND = int_schema(-64, 64)
+OPTIONAL_BOUND = {"oneOf": [{"type": "null"}, BOUND]}
+
+
+def python_slice(n: int, start, stop) -> tuple:
+    """(first index, length) of ``range(n)[start:stop]``."""
+    r = range(n)[slice(start, stop)]
+    return (r.start if len(r) else 0), len(r)
+
+
+def wrapped(xp, i, n: int):
+    """A start index counted from the end once when negative (JAX's default for dynamic indices)."""
+    return xp.where(i < 0, i + n, i)
+
+
+def take_window(xp, x, start, size: int, pos: int, K: int):
+    """``x[..., start:start + size, ...]`` along dim ``pos`` of a lock-step array, per index of the K named dims.
+
+    ``start``: an int array of shape ``x.shape[:K]`` (in range: start + size <= n).
+    """
+    idx = start[..., None] + xp.arange(size, dtype=np.int32)  # (named..., size)
+    idx = idx.reshape(idx.shape[:K] + (1,) * (pos - K) + (size,) + (1,) * (x.ndim - pos - 1))
+    idx = xp.broadcast_to(idx, x.shape[:pos] + (size,) + x.shape[pos + 1:])
+    return xp.take_along_axis(x, idx, axis=pos)
+
+
+def place(xp, x, u, start, pos: int, K: int, add: bool = False):
+    """``x`` with ``u`` written (or added) at ``start .. start + len`` along dim ``pos`` (lock-step).
+
+    ``u`` has x's shape except ``len`` along ``pos``; ``start``: int array of shape
+    ``x.shape[:K]``; positions outside ``[0, n)`` are dropped.
+    """
+    n, m = x.shape[pos], u.shape[pos]
+    if m == 0 or n == 0:
+        return x
+    rel = xp.arange(n, dtype=np.int32) - start[..., None]  # (named..., n)
+    inside = (rel >= 0) & (rel < m)
+    shape = rel.shape[:K] + (1,) * (pos - K) + (n,) + (1,) * (x.ndim - pos - 1)
+    rel, inside = rel.reshape(shape), inside.reshape(shape)
+    idx = xp.broadcast_to(xp.clip(rel, 0, m - 1), x.shape)
+    got = xp.take_along_axis(u, idx, axis=pos)
+    if add:
+        return x + xp.where(inside, got, xp.zeros_like(got))
+    return xp.where(inside, got, x)
+
+
+def named_shape(ctx) -> tuple:
+    return tuple(a.size for a in ctx.axes)
+
+
+def lifted(xp, i, ctx):
+    """An int32 start (lock-step array or Python int) as an array of the named dims' shape."""
+    return xp.broadcast_to(xp.asarray(i, dtype=np.int32), named_shape(ctx))
+
+
+class Slice(ExprOp):
+    """``x[..., start:stop]`` on dim ``axis`` (static bounds, Python rules: may be empty)."""
+
+    name = "slice"
+    family = "movement"
+    explicit_ok = False
+    params = {"axis": DIM, "start": BOUND, "stop": BOUND}
+    feature_names = ("slice",)
+
+    def types(self, eqn, args, ctx):
+        (a,) = args
+        d = eqn["axis"]
+        require(0 <= d < a.rank, f"slice axis {d} out of range for rank {a.rank}")
+        _, length = python_slice(a.shape[d], eqn["start"], eqn["stop"])
+        return [Ty(a.shape[:d] + (length,) + a.shape[d + 1:], a.vma)]
+
+    def draw(self, draw, ctx, scope):
+        xs = scope.floats(min_rank=1)
+        if not xs:
+            return None
+        a = draw(st.sampled_from(xs))
+        shape = scope.visible[a].shape
+        d = draw(st.integers(0, len(shape) - 1))
+        n = shape[d]
+        start = draw(st.integers(-n - 1, n + 1))  # 0 first
+        stop = draw(st.sampled_from([n] + [v for v in range(-n - 1, n + 2) if v != n]))  # the whole dim first
+        return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axis": d, "start": start, "stop": stop}
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        K = len(ctx.axes)
+        return [xs[0][(slice(None),) * (K + eqn["axis"]) + (slice(eqn["start"], eqn["stop"]),)]]
+
+    def expr(self, rr, eqn, a, ctx):
+        d = int(rr.int(eqn["axis"]))
+        bounds = f"{rr.int(eqn['start'])}:{rr.int(eqn['stop'])}"
+        return f"{a[0]}[{', '.join([':'] * d + [bounds])}]"
+
+
+class DynamicSlice(ExprOp):
+    """``lax.dynamic_slice_in_dim(x, i, size, axis)``: a traced start (wrapped once, then clamped)."""
+
+    name = "dynamic_slice"
+    family = "movement"
+    explicit_ok = False
+    n_args = 2
+    params = {"axis": DIM, "size": int_schema(0, 64)}
+    feature_names = ("dynamic_slice",)
+    preludes = ("index",)
+
+    def arg_dtypes(self, eqn):
+        return ("float32", INT)
+
+    def types(self, eqn, args, ctx):
+        a, i = args
+        d, size = eqn["axis"], eqn["size"]
+        require(i.rank == 0, "a start index is a scalar")
+        require(0 <= d < a.rank, f"dynamic_slice axis {d} out of range for rank {a.rank}")
+        require(0 <= size <= a.shape[d], f"dynamic_slice size {size} larger than dim {a.shape[d]}")
+        return [Ty(a.shape[:d] + (size,) + a.shape[d + 1:], a.vma | i.vma)]
+
+    def draw(self, draw, ctx, scope):
+        xs = scope.floats(min_rank=1)
+        if not xs:
+            return None
+        got = start_index(draw, ctx, scope)
+        if got is None:
+            return None
+        prelude, i = got
+        a = draw(st.sampled_from(xs))
+        shape = scope.visible[a].shape
+        d = draw(st.integers(0, len(shape) - 1))
+        size = draw(st.integers(min(1, shape[d]), shape[d]))
+        return prelude + [{"op": self.name, "args": [a, i], "outs": [scope.new_var()], "axis": d, "size": size}]
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        xp = r.xp
+        K = len(ctx.axes)
+        x, i = xs
+        pos = K + eqn["axis"]
+        n, size = x.shape[pos], eqn["size"]
+        start = xp.clip(wrapped(xp, lifted(xp, i, ctx), n), 0, n - size)
+        return [take_window(xp, x, start, size, pos, K)]
+
+    def expr(self, rr, eqn, a, ctx):
+        return f"jax.lax.dynamic_slice_in_dim({a[0]}, {a[1]}, {rr.int(eqn['size'])}, axis={rr.int(eqn['axis'])})"
+
+
+class DynamicUpdateSlice(ExprOp):
+    """``lax.dynamic_update_slice_in_dim(x, u, i, axis)``: ``u`` written at a traced, clamped start."""
+
+    name = "dynamic_update_slice"
+    family = "movement"
+    explicit_ok = False
+    n_args = 3
+    params = {"axis": DIM}
+    feature_names = ("dynamic_update_slice",)
+    preludes = ("index",)
+
+    def arg_dtypes(self, eqn):
+        return ("float32", "float32", INT)
+
+    def types(self, eqn, args, ctx):
+        a, u, i = args
+        d = eqn["axis"]
+        require(i.rank == 0, "a start index is a scalar")
+        require(0 <= d < a.rank and u.rank == a.rank, f"dynamic_update_slice of {u.shape} into {a.shape}")
+        require(all(u.shape[k] == a.shape[k] for k in range(a.rank) if k != d) and u.shape[d] <= a.shape[d],
+                f"dynamic_update_slice of {u.shape} into {a.shape} along {d}")
+        return [Ty(a.shape, a.vma | u.vma | i.vma)]
+
+    def draw(self, draw, ctx, scope):
+        vis = scope.visible
+        pairs = [(a, u, d) for a in scope.floats(min_rank=1) for u in scope.floats(min_rank=1)
+                 for d in range(vis[a].rank) if vis[u].rank == vis[a].rank and vis[u].shape[d] <= vis[a].shape[d]
+                 and all(vis[u].shape[k] == vis[a].shape[k] for k in range(vis[a].rank) if k != d)]
+        if not pairs:
+            return None
+        got = start_index(draw, ctx, scope)
+        if got is None:
+            return None
+        prelude, i = got
+        a, u, d = draw(st.sampled_from(pairs))
+        return prelude + [{"op": self.name, "args": [a, u, i], "outs": [scope.new_var()], "axis": d}]
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        xp = r.xp
+        K = len(ctx.axes)
+        x, u, i = xs
+        pos = K + eqn["axis"]
+        n, m = x.shape[pos], u.shape[pos]
+        start = xp.clip(wrapped(xp, lifted(xp, i, ctx), n), 0, n - m)
+        return [place(xp, x, u, start, pos, K)]
+
+    def expr(self, rr, eqn, a, ctx):
+        return f"jax.lax.dynamic_update_slice_in_dim({a[0]}, {a[1]}, {a[2]}, axis={rr.int(eqn['axis'])})"
+
+
+class At(ExprOp):
+    """``x.at[index].set(u)`` / ``.add(u)`` on the first dim (see the module docstring)."""
+
+    family = "movement"
+    explicit_ok = False
+    n_args = frozenset({2, 3})
+    params = {"index": {"oneOf": [{"type": "null"}, BOUND,
+                                  {"type": "array", "items": OPTIONAL_BOUND, "minItems": 2, "maxItems": 2}]}}
+    preludes = ("index",)
+    method = ""
+
+    def arg_dtypes(self, eqn):
+        return ("float32", "float32") + ((INT,) if eqn["index"] is None else ())
+
+    def target(self, eqn, a: Ty) -> tuple:
+        idx = eqn["index"]
+        if isinstance(idx, list):
+            return (python_slice(a.shape[0], *idx)[1],) + a.shape[1:]
+        return a.shape[1:]
+
+    def types(self, eqn, args, ctx):
+        idx = eqn["index"]
+        require(len(args) == (3 if idx is None else 2),
+                f"{self.name} takes a traced index (a third argument) exactly when its index is null")
+        a, u = args[:2]
+        require(a.rank >= 1 and a.shape[0] > 0, f"{self.name} needs a non-empty first dim, not {a.shape}")
+        if len(args) == 3:
+            require(args[2].rank == 0, "an index is a scalar")
+        want = self.target(eqn, a)
+        require(u.rank <= len(want) and broadcast_shapes(u.shape, want) == want,
+                f"{self.name} of {u.shape} into {want}")
+        return [Ty(a.shape, frozenset().union(*(t.vma for t in args)))]
+
+    def draw(self, draw, ctx, scope):
+        vis = scope.visible
+        xs = [a for a in scope.floats(min_rank=1) if vis[a].shape[0] > 0]
+        if not xs:
+            return None
+        a = draw(st.sampled_from(xs))
+        n = vis[a].shape[0]
+        kind = draw(st.sampled_from(["static", "traced", "slice"]))
+        prelude, extra = [], []
+        if kind == "static":
+            idx = draw(st.integers(-n - 2, n + 1))
+        elif kind == "slice":
+            lo = draw(st.sampled_from([None] + list(range(-n - 1, n + 2))))
+            hi = draw(st.sampled_from([None] + list(range(-n - 1, n + 2))))
+            idx = [lo, hi]
+        else:
+            got = start_index(draw, ctx, scope)
+            if got is None:
+                idx = 0
+            else:
+                prelude, i = got
+                idx, extra = None, [i]
+        e = {"op": self.name, "args": [a], "outs": [], "index": idx}
+        want = self.target(e, vis[a])
+        us = [u for u in scope.floats() if vis[u].rank <= len(want) and _fits(vis[u].shape, want)]
+        u = draw(st.sampled_from(us)) if us else None
+        if u is None:
+            return None
+        e["args"] = [a, u] + extra
+        e["outs"] = [scope.new_var()]
+        return prelude + [e]
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        xp = r.xp
+        K = len(ctx.axes)
+        x, u = xs[:2]
+        n = x.shape[K]
+        idx = eqn["index"]
+        want = self.target(eqn, ts[0])
+        sizes = named_shape(ctx)
+        if isinstance(idx, list):
+            start, _ = python_slice(n, *idx)
+            start = lifted(xp, start, ctx)
+        else:
+            want = (1,) + want  # one row
+            i = xs[2] if idx is None else idx
+            start = wrapped(xp, lifted(xp, i, ctx), n)  # out of [0, n) after that: dropped
+        # u broadcast to the indexed shape, per index of the named dims
+        ub = u.reshape(u.shape[:K] + (1,) * (len(want) - ts[1].rank) + u.shape[K:])
+        ub = xp.broadcast_to(ub, sizes + want)
+        return [place(xp, x, ub, start, K, K, add=self.method == "add")]
+
+    def expr(self, rr, eqn, a, ctx):
+        idx = eqn["index"]
+        if idx is None:
+            where = a[2]
+        elif isinstance(idx, list):
+            where = ":".join("" if b is None else rr.int(b) for b in idx)
+        else:
+            where = rr.int(idx)
+        return f"{a[0]}.at[{where}].{self.method}({a[1]})"
+
+    def features(self, eqn):
+        return {f"at_{self.method}"}
+
+
+def _fits(shape: tuple, want: tuple) -> bool:
+    return fits(shape, want) and broadcast_shapes(shape, want) == want
+
+
+class AtSet(At):
+    name, method = "at_set", "set"
+
+
+class AtAdd(At):
+    name, method = "at_add", "add"
+
+
+OPS = (Slice(), DynamicSlice(), DynamicUpdateSlice(), AtSet(), AtAdd())
