@@ -650,7 +650,7 @@ def _repair(program: dict) -> dict:
         for call in program["calls"]:
             fn = program["functions"][call["function"]]
             _repair_chain(call["transforms"], fn, ctx, [ins[a] for a in call["args"]], ins)
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError, ArithmeticError):
         pass  # ProgramError included: the candidate is refused later
     return program
 
@@ -761,8 +761,10 @@ class _Reducer:
     def valid(self, cand: dict) -> bool:
         try:
             T.check_program(cand)
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            return False  # a malformed candidate can trip the checker before the schema says why
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError, ArithmeticError):
+            # a malformed candidate (say, a parameter below its schema's minimum: a broadcast
+            # of size 0 that a vmap then maps over) can trip the checker before the schema says why
+            return False
         try:
             validate_program(cand)
             render(cand, self.caps)
