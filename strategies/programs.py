@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from fuzz import ops as O
 from fuzz import typecheck as T
-from fuzz.ops.base import Scope
+from fuzz.ops.base import Op, Scope
 from fuzz.render import NEWEST_CAPS
 
 AXIS_NAMES = ("x", "y", "z")
@@ -82,9 +82,12 @@ class _Gen:
         self.n_param = 0
         self.n_cb = 0
         self.nest = 0  # nested calls around the body being drawn
-        self.losses = [o for o in LOSSES if o not in disabled]  # a grad's loss: sum first (shrinking goes there)
-        # a rank-0 result becomes rank 1 through this op (None: results are chosen among safe values)
-        self.glue = next((o for o in GLUE if o not in disabled and o in O.REGISTRY), None)
+        # ops that make a grad's loss (sum first: shrinking goes there) and ops that make a
+        # rank-0 result rank 1 (Op.as_loss, Op.as_rank1), in registry order, not disabled
+        self.losses = [op for op in O.REGISTRY.values() if _defines(op, "as_loss") and op.name not in disabled]
+        self.glues = [op for op in O.REGISTRY.values() if _defines(op, "as_rank1") and op.name not in disabled]
+        # some glue is valid everywhere: a call's arguments need not be safe values (see _safe)
+        self.glue_always = any(op.grad_ok and op.explicit_ok for op in self.glues)
 
     def var(self) -> str:
         self.n_var += 1
@@ -244,27 +247,37 @@ class _Gen:
                 pool = [v for v in pool if local[v].rank == 0] or pool
             r = draw(st.sampled_from(pool))
             if local[r].rank:
-                # a plain sum (all-ones cotangent) or a seeded weighted sum (a random one)
+                # e.g. a plain sum (all-ones cotangent) or a seeded weighted sum (a random one)
                 s = self.var()
-                if draw(st.sampled_from(self.losses)) == "sum":
-                    eqns.append({"op": "sum", "args": [r], "outs": [s], "axis": None})
-                else:
-                    eqns.append({"op": "wsum", "args": [r], "outs": [s], "seed": draw(st.integers(0, 255))})
-                local[s] = T.Ty((), local[r].vma)
+                e = draw(st.sampled_from(self.losses)).as_loss(draw, r, s)
+                eqns.append(e)
+                (local[s],) = T.eqn_types(e, [local[r]], ctx)
                 r = s
             results = [r]
         else:
-            if self.glue is None:  # no rank-0 result can be made rank 1: only safe ones
+            glue = self.glue(ctx)
+            if glue is None:  # no rank-0 result can be made rank 1 here: only safe ones
                 pool = [v for v in pool if _safe(local[v], ctx)]
             results = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=2, unique=True))
             for k, r in enumerate(results):
-                if local[r].rank == 0 and self.glue is not None:  # rank >= 1: any out_specs can name a varying axis
+                if local[r].rank == 0 and glue is not None:  # rank >= 1: any out_specs can name a varying axis
                     s = self.var()
-                    eqns.append(_GLUE_EQN[self.glue](r, s))
-                    local[s] = T.Ty((1,), local[r].vma)
+                    e = glue.as_rank1(r, s)
+                    eqns.append(e)
+                    (local[s],) = T.eqn_types(e, [local[r]], ctx)
                     results[k] = s
         fn = {"params": params, "eqns": eqns, "results": results}
         return fn, [local[r] for r in results]
+
+    def glue(self, ctx: T.Ctx):
+        """The first op that may make a rank-0 value rank 1 here (Op.as_rank1), or None."""
+        for op in self.glues:
+            try:
+                T.eqn_types(op.as_rank1("a", "b"), [T.Ty(())], ctx)
+            except T.ProgramError:
+                continue
+            return op
+        return None
 
     def equation(self, ctx: T.Ctx, visible: dict, order: list, depth: int) -> list:
         """Equations over visible variables (``order``: most recent first): [(eqn, [(var, Ty)])].
@@ -316,10 +329,10 @@ class _Gen:
         draw = self.draw
         visible = scope.visible
         floats = scope.floats()
-        if self.glue is None:  # no glue: arguments are safe values, so the body has a safe result (see _safe)
+        if not self.glue_always:  # arguments are safe values, so the body has a safe result (see _safe)
             floats = [v for v in floats if _safe(visible[v], ctx)] or floats
         first = draw(st.sampled_from(floats))
-        others = [v for v in scope.order if v != first and (self.glue is not None or _safe(visible[v], ctx))]
+        others = [v for v in scope.order if v != first and (self.glue_always or _safe(visible[v], ctx))]
         args = [first] + _some(draw, others, 1)
         n = draw(st.integers(1, min(2, self.max_depth - depth)))
         self.nest += 1  # (a chain of jits adds no depth: the nesting of calls is bounded too)
@@ -337,12 +350,9 @@ def _some(draw, items: list, max_size: int) -> list:
     return draw(st.lists(st.sampled_from(items), max_size=max_size, unique=True)) if items else []
 
 
-LOSSES = ("sum", "wsum")  # a grad's loss, when the result drawn is not a scalar
-GLUE = ("broadcast", "reshape")  # makes a rank-0 result rank 1, first enabled one
-_GLUE_EQN = {
-    "broadcast": lambda r, s: {"op": "broadcast", "args": [r], "outs": [s], "size": 1},
-    "reshape": lambda r, s: {"op": "reshape", "args": [r], "outs": [s], "dims": [1]},
-}
+def _defines(op, method: str) -> bool:
+    """Whether an op's class defines ``method`` (not the Op base class's placeholder)."""
+    return getattr(type(op), method) is not getattr(Op, method)
 
 
 def _safe(ty: T.Ty, ctx: T.Ctx) -> bool:

@@ -69,6 +69,17 @@ def test_a_part_missing_is_noticed():
     assert [m for m in PARTS if not _defines(Half(), m)] == ["draw", "reference", "render"]
 
 
+def test_the_generator_finds_its_roles_in_the_registry():
+    # a grad's loss (sum first: shrinking goes there) and the op that makes a rank-0 result rank 1
+    losses = [op.name for op in OPS if type(op).as_loss is not Op.as_loss]
+    glues = [op.name for op in OPS if type(op).as_rank1 is not Op.as_rank1]
+    assert losses[:2] == ["sum", "wsum"] and glues and glues[0] == "broadcast"
+    for op in OPS:
+        if op.name in glues:
+            e = op.as_rank1("a", "b")
+            assert T.eqn_types(e, [T.Ty(())], T.Ctx(mesh={"x": 2})) == [T.Ty((1,))]
+
+
 def test_schema_and_signatures_come_from_the_registry():
     assert set(T.EQN_SIGNATURES) == set(O.REGISTRY) | {"call"}
     eqn_schema = schema("program")["$defs"]["eqn"]

@@ -274,6 +274,16 @@ class Op:
         """Feature names this equation adds to a report's ``features``."""
         return set(self.feature_names)
 
+    # Optional roles the generator gives some ops (the first enabled one that applies):
+    def as_loss(self, draw, arg: str, out: str) -> dict:
+        """An equation of this op reducing ``arg`` to the scalar ``out``: a grad's loss (not every op)."""
+        raise NotImplementedError
+
+    def as_rank1(self, arg: str, out: str) -> dict:
+        """An equation of this op making the rank-0 ``arg`` the rank-1 ``out`` (not every op), so that
+        a function result can be named by any out_specs."""
+        raise NotImplementedError
+
     def __repr__(self) -> str:
         return f"<op {self.name}>"
 

@@ -37,6 +37,9 @@ class Broadcast(ExprOp):
     def expr(self, rr, eqn, a, ctx):
         return f"jnp.broadcast_to({a[0]}, ({rr.int(eqn['size'])},) + {a[0]}.shape)"
 
+    def as_rank1(self, arg, out):
+        return {"op": self.name, "args": [arg], "outs": [out], "size": 1}
+
 
 class Roll(ExprOp):
     """``jnp.roll(x, shift, axis=axis)``."""

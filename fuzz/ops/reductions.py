@@ -53,6 +53,9 @@ class Reduce(ExprOp):
 class Sum(Reduce):
     name = "sum"
 
+    def as_loss(self, draw, arg, out):
+        return {"op": self.name, "args": [arg], "outs": [out], "axis": None}
+
 
 class Mean(Reduce):
     name = "mean"
@@ -80,6 +83,9 @@ class WeightedSum(ExprOp):
             return None
         return {"op": self.name, "args": [draw(st.sampled_from(xs))], "outs": [scope.new_var()],
                 "seed": draw(st.integers(0, 255))}
+
+    def as_loss(self, draw, arg, out):
+        return {"op": self.name, "args": [arg], "outs": [out], "seed": draw(st.integers(0, 255))}
 
     def reference(self, r, eqn, xs, ts, ctx):
         from fuzz.reference import weights
