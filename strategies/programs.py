@@ -108,7 +108,7 @@ class _Gen:
         kinds = ["jit"]
         floats = [a.dtype == T.FLOAT for a in args]
         if not after_grad:
-            if any(a.rank >= 1 for a in args):
+            if any(d > 0 for a in args for d in a.shape):  # (no vmap over an empty dim: a size-0 named axis)
                 kinds += ["vmap", "vmap"]
             free = [a for a in ctx.mesh if a not in ctx.manual]
             nested_ok = not ctx.manual or (self.caps.get("shard_map") == "jax" and not ctx.explicit)
@@ -137,7 +137,7 @@ class _Gen:
         if kind in ("vjp", "jvp"):
             return {"kind": kind, "seed": draw(st.integers(0, 255))}
         if kind == "vmap":
-            cands = [(i, d) for i, a in enumerate(args) for d in range(a.rank)]
+            cands = [(i, d) for i, a in enumerate(args) for d in range(a.rank) if a.shape[d] > 0]
             i0, d0 = draw(st.sampled_from(cands))
             b = args[i0].shape[d0]
             in_axes = []
