@@ -262,7 +262,23 @@ MOVEMENT_BODIES = {
     "cummax": [eqn("cummax", ["a"], ["v"], axis=0, reverse=True)],
     "sort": [eqn("sort", ["a"], ["v"], axis=0)],
     "where": [eqn("sin", ["a"], ["s"]), eqn("where", ["a", "s", "a", "s"], ["v"], cmp="gt")],
+    "reshape": [eqn("reshape", ["a"], ["r"], dims=[-1]), eqn("cumsum", ["r"], ["c"], axis=0),
+                eqn("reshape", ["c"], ["s"], dims=[2, -1]), eqn("sum", ["s"], ["t"], axis=0),
+                eqn("reshape", ["t"], ["v"], dims=[-1, 1])],
 }
+
+
+def test_reshape_keeps_row_major_order():
+    from fuzz.reference import evaluate, make_input
+
+    body = fn(["a"], [eqn("reshape", ["a"], ["v"], dims=[3, -1]), eqn("reshape", ["v"], ["w"], dims=[1, 6, 1])],
+              ["v", "w"])
+    p = program(inputs=[("x0", (2, 3), 1)], functions={"f0": body}, calls=[call("f0", [], ["x0"])])
+    v, w = evaluate(p)["results"][0]
+    assert (v == make_input(1, (2, 3)).reshape(3, 2)).all() and w.shape == (1, 6, 1)
+    with pytest.raises(ProgramError, match="reshape"):
+        check_program(program(inputs=[("x0", (2, 3), 1)], calls=[call("f0", [], ["x0"])], functions={
+            "f0": fn(["a"], [eqn("reshape", ["a"], ["v"], dims=[4, -1])], ["v"])}))
 
 
 def movement_program(body_eqns: list) -> dict:

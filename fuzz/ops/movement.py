@@ -1,4 +1,4 @@
-"""Data movement: ``broadcast`` (a new leading dim of ``size`` copies), ``roll``, ``pad``, ``concatenate``.
+"""Data movement: ``broadcast`` (a new leading dim of ``size`` copies), ``roll``, ``pad``, ``concatenate``, ``reshape``.
 
 Semantics (JAX docs): ``jnp.roll(x, shift, axis)`` as NumPy (any shift, taken modulo the
 dim); ``pad`` on one dim with ``lo`` / ``hi`` zeros before / after and ``interior`` zeros
@@ -8,6 +8,8 @@ removes elements"; rendered as ``jnp.pad`` when nothing is negative or interior)
 under grad) and varies wherever an operand does.
 """
 from __future__ import annotations
+
+import math
 
 from hypothesis import strategies as st
 
@@ -173,4 +175,59 @@ class Concatenate(ExprOp):
         return f"jnp.concatenate([{a[0]}, {a[1]}], axis={rr.int(eqn['axis'])})"
 
 
-OPS = (Broadcast(), Roll(), Pad(), Concatenate())
+class Reshape(ExprOp):
+    """``jnp.reshape(x, dims)``: the same elements in row-major order; one entry of ``dims`` may be -1
+    (inferred, not for an empty array). Linear; not on an Explicit mesh outside shard_map ("This
+    reshape is not supported. Please specify the sharding of the output", jax 0.10.2)."""
+
+    name = "reshape"
+    family = "movement"
+    explicit_ok = False
+    params = {"dims": {"type": "array", "items": int_schema(-1, 4096), "maxItems": 6}}
+    feature_names = ("reshape",)
+
+    @staticmethod
+    def resolved(a: Ty, dims: list) -> tuple:
+        require(all(isinstance(d, int) and d >= -1 for d in dims) and list(dims).count(-1) <= 1,
+                f"reshape dims {dims} (sizes, and at most one -1)")
+        known = math.prod(d for d in dims if d != -1)
+        if -1 in dims:
+            require(a.size > 0 and known > 0 and a.size % known == 0, f"reshape of {a.shape} to {dims}")
+            return tuple(a.size // known if d == -1 else d for d in dims)
+        require(known == a.size, f"reshape of {a.shape} to {dims}")
+        return tuple(dims)
+
+    def types(self, eqn, args, ctx):
+        return [Ty(self.resolved(args[0], eqn["dims"]), args[0].vma)]
+
+    def draw(self, draw, ctx, scope):
+        xs = scope.floats()
+        if not xs:
+            return None
+        a = draw(st.sampled_from(xs))
+        shape = list(scope.visible[a].shape)
+        options = [[-1]] if math.prod(shape) > 0 else [[0]]  # flatten first
+        options += [shape[:d] + [shape[d] * shape[d + 1]] + shape[d + 2:] for d in range(len(shape) - 1)]  # merge
+        options += [shape[:d] + [f, shape[d] // f] + shape[d + 1:]  # split
+                    for d in range(len(shape)) for f in (2, 4) if shape[d] % f == 0 and shape[d] > f]
+        if len(shape) < scope.max_rank:
+            options += [shape[:d] + [1] + shape[d:] for d in range(len(shape) + 1)]  # a unit dim
+        options += [shape[:d] + shape[d + 1:] for d in range(len(shape)) if shape[d] == 1]  # drop one
+        dims = list(draw(st.sampled_from(options)))
+        if len(dims) > 1 and math.prod(shape) > 0 and draw(st.booleans()):
+            dims[draw(st.integers(0, len(dims) - 1))] = -1
+        return {"op": self.name, "args": [a], "outs": [scope.new_var()], "dims": dims}
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        x = xs[0]
+        return [x.reshape(x.shape[:len(ctx.axes)] + self.resolved(ts[0], eqn["dims"]))]
+
+    def expr(self, rr, eqn, a, ctx):
+        dims = [rr.int(d) for d in eqn["dims"]]
+        return f"jnp.reshape({a[0]}, ({', '.join(dims)}{',' if len(dims) == 1 else ''}))"
+
+    def as_rank1(self, arg, out):
+        return {"op": self.name, "args": [arg], "outs": [out], "dims": [1]}
+
+
+OPS = (Broadcast(), Roll(), Pad(), Concatenate(), Reshape())
