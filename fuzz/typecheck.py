@@ -305,8 +305,32 @@ def input_types(program: dict) -> dict:
         dtype = i.get("dtype", FLOAT)
         _require(dtype in DTYPES, f"input dtype {str(dtype)[:40]!r} is not one of {', '.join(DTYPES)}")
         _require(dtype == FLOAT or not i["shape"], f"the int32 input {i['name']!r} is not a scalar")
+        _check_input_spec(i, program["mesh"])
         out[i["name"]] = Ty(tuple(i["shape"]), dtype=dtype)
     return out
+
+
+def _check_input_spec(inp: dict, m: dict) -> None:
+    """An input's ``spec`` (its PartitionSpec for ``jax.device_put``) must fit its shape and the mesh.
+
+    ``jax.device_put(x, NamedSharding(mesh, P(...)))`` needs every named axis in the mesh,
+    at most once, and each dim divisible by the product of the sizes of its axes
+    (jax._src.pjit.pjit_check_aval_sharding: "implies that the global size of its
+    dimension ... should be divisible by"). Inputs are sharded on Auto meshes only.
+    """
+    spec = inp.get("spec")
+    if spec is None:
+        return
+    mesh = dict(zip(m["axis_names"], m["axis_sizes"]))
+    name = inp["name"]
+    _require(m["axis_type"] != "explicit", f"input {name!r}: a sharded input on an Explicit mesh is not generated")
+    _require(len(spec) == len(inp["shape"]), f"input {name!r}: spec has {len(spec)} entries for rank {len(inp['shape'])}")
+    used = [x for e in spec if e for x in e]
+    _require(len(used) == len(set(used)), f"input {name!r}: spec names an axis twice")
+    for x in used:
+        _require(x in mesh, f"input {name!r}: spec axis {x!r} is not a mesh axis")
+    for d, e in zip(inp["shape"], spec):
+        _require(d % spec_size(e, mesh) == 0, f"input {name!r}: dim {d} is not divisible by the axes {e}")
 
 
 def function_types(fn: dict, ctx: Ctx, params: list, env: dict, on_eqn=None) -> list:

@@ -394,3 +394,24 @@ def test_a_candidate_that_trips_the_type_checker_is_refused_not_raised():
     r = reduce_program(p, lambda q, c: any(e["op"] == "all_to_all" for e in eqns_of(q)), 0, max_runs=60,
                        max_seconds=30)
     assert any(e["op"] == "all_to_all" for e in eqns_of(r.program))
+
+
+def test_an_input_spec_must_fit_its_shape_and_the_mesh():
+    """jax.device_put refuses a dim that the spec's axes do not divide: so does the type checker,
+    and the reducer, which shrinks shapes and axis sizes, never keeps such a program (a campaign
+    once reported device_put's refusal of one as a JAX bug)."""
+    body = fn(["a"], [eqn("sin", ["a"], ["v"])], ["v"])
+    p = program(mesh=(("x", 2),), inputs=[("x0", (2,), 1)], functions={"f0": body},
+                calls=[call("f0", [], ["x0"])])
+    p["inputs"][0]["spec"] = [["x"]]
+    check_program(p)
+    for shape, spec, words in [([1], [["x"]], "not divisible"), ([2], [["y"]], "not a mesh axis"),
+                               ([2, 2], [["x"], ["x"]], "twice"), ([2], [None, None], "entries for rank")]:
+        bad = json.loads(json.dumps(p))
+        bad["inputs"][0]["shape"], bad["inputs"][0]["spec"] = shape, spec
+        with pytest.raises(ProgramError, match=words):
+            check_program(bad)
+    r = reduce_program(p, lambda q, c: q["inputs"][0]["spec"] is not None, 0, max_runs=60, max_seconds=30)
+    check_program(r.program)
+    inp = r.program["inputs"][0]
+    assert all(d % 2 == 0 for d, e in zip(inp["shape"], inp["spec"]) if e)  # never 1 under P('x')
