@@ -221,17 +221,53 @@ def _eqn_exposures(e: dict, ctx, args: list, stack: list) -> set:
     return out
 
 
-def exposures(program: dict) -> set:
-    """Names of the mutants whose composition (:data:`EXPOSURE`) ``program`` contains (a static check)."""
+def live_equations(program: dict) -> set:
+    """ids of the equations whose values reach a call's outputs or an io_callback (the rest is dead code).
+
+    Backward from each called function's results: an equation is live when one of its
+    outputs is, or when it is (or a nested call contains) an io_callback; a live nested
+    call makes its function's results live, and the variables its live part captures
+    from enclosing scopes. (Under grad, the results are the loss's inputs: the same rule.)
+    """
+    live_ids: set = set()
+
+    def effects(fn: dict) -> bool:
+        return any(e["op"] == "io_callback" or (e["op"] == "call" and effects(e["fn"])) for e in fn["eqns"])
+
+    def walk(fn: dict, results_live: bool) -> set:
+        live = set(fn["results"]) if results_live else set()
+        defined = set(fn["params"]) | {o for e in fn["eqns"] for o in e["outs"]}
+        for e in reversed(fn["eqns"]):
+            outs_live = any(o in live for o in e["outs"])
+            if not (outs_live or e["op"] == "io_callback" or (e["op"] == "call" and effects(e["fn"]))):
+                continue
+            live_ids.add(id(e))
+            live.update(e["args"])
+            if e["op"] == "call":
+                live.update(walk(e["fn"], outs_live))
+        return {v for v in live if v not in defined}
+
+    for call in program["calls"]:
+        walk(program["functions"][call["function"]], True)
+    return live_ids
+
+
+def exposures(program: dict, live_only: bool = True) -> set:
+    """Names of the mutants whose composition (:data:`EXPOSURE`) ``program`` contains (a static check).
+
+    ``live_only``: count only equations (and nested shard_maps) whose values are used
+    (:func:`live_equations`); False counts dead code too.
+    """
     from fuzz import typecheck as T
 
     stacks: dict = {}
     found: set = set()
+    live = live_equations(program) if live_only else None
 
-    def walk_chain(transforms: list, fn: dict, stack: list, manual: frozenset, mesh: dict) -> None:
+    def walk_chain(transforms: list, fn: dict, stack: list, manual: frozenset, mesh: dict, used: bool) -> None:
         inner = list(stack)
         for t in transforms:
-            if (t["kind"] == "shard_map" and not t["check_vma"] and any(k in _DIFF for k in inner)
+            if (used and t["kind"] == "shard_map" and not t["check_vma"] and any(k in _DIFF for k in inner)
                     and _unmentioned_manual(t, mesh, manual)):
                 found.add("shard_map_transpose_nodiv")
             if t["kind"] == "shard_map":
@@ -241,13 +277,16 @@ def exposures(program: dict) -> set:
         for e in fn["eqns"]:
             stacks[id(e)] = inner
             if e["op"] == "call":
-                walk_chain(e["transforms"], e["fn"], inner, manual, mesh)
+                walk_chain(e["transforms"], e["fn"], inner, manual, mesh, used and (live is None or id(e) in live))
+
+    def on_eqn(e, ctx, args) -> None:
+        if live is None or id(e) in live:
+            found.update(_eqn_exposures(e, ctx, args, stacks.get(id(e), [])))
 
     mesh = dict(zip(program["mesh"]["axis_names"], program["mesh"]["axis_sizes"]))
     for call in program["calls"]:
-        walk_chain(call["transforms"], program["functions"][call["function"]], [], frozenset(), mesh)
-    T.check_program(program, on_eqn=lambda e, ctx, args: found.update(_eqn_exposures(e, ctx, args,
-                                                                                      stacks.get(id(e), []))))
+        walk_chain(call["transforms"], program["functions"][call["function"]], [], frozenset(), mesh, True)
+    T.check_program(program, on_eqn=on_eqn)
     return found
 
 
@@ -257,9 +296,10 @@ EXPOSURE = {m.name: m.composition for m in mutants.MUTANTS}
 def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
     """Draw ``n`` programs from the generator (no JAX run) and count, per mutant, those with its composition.
 
-    Returns {"programs": n, "counts": {mutant: count}} and, with ``keep`` > 0,
-    "kept": {mutant: [the first ``keep`` programs with its composition]}. Uses
-    Hypothesis' generate phase only, derandomized from ``seed``.
+    Returns {"programs": n, "counts": {mutant: programs with the composition in live code},
+    "counts_with_dead_code": {mutant: the same, dead code included}} and, with ``keep`` >
+    0, "kept": {mutant: [the first ``keep`` programs with the composition live]}. Uses
+    Hypothesis' generate phase only, seeded with ``seed``.
     """
     from hypothesis import Phase, given, settings
     from hypothesis import seed as hseed
@@ -267,6 +307,7 @@ def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
     from strategies.programs import programs
 
     counts = {m.name: 0 for m in mutants.MUTANTS}
+    counts_any = dict(counts)
     kept: dict = {m.name: [] for m in mutants.MUTANTS}
     drawn = [0]
 
@@ -276,13 +317,15 @@ def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
     @given(programs())
     def draw(p):
         drawn[0] += 1
+        for name in exposures(p, live_only=False):
+            counts_any[name] += 1
         for name in exposures(p):
             counts[name] += 1
             if len(kept[name]) < keep:
                 kept[name].append(json.loads(json.dumps(p)))
 
     draw()
-    out = {"programs": drawn[0], "counts": counts}
+    out = {"programs": drawn[0], "counts": counts, "counts_with_dead_code": counts_any}
     if keep:
         out["kept"] = kept
     return out
@@ -293,10 +336,13 @@ def hit_rate(kept: dict, names: list, directory: str) -> dict:
 
     ``kept``: {mutant: [programs]} (from :func:`measure_exposure`). A program *shows* the
     mutant when a value oracle (differential, metamorphic, callbacks) flags a call with
-    the mutant and not without it (same oracle, kind and call). Returns {mutant:
-    {"tried", "shown", "programs": [{"mutant": [signatures], "plain": [signatures]}]}}:
-    whether a silent mutant is a blind spot of the generator (its composition is rarely
-    drawn) or of the oracles (drawn, but the values that would show it are not compared).
+    the mutant and not without it (same oracle, kind and call); one that does not is
+    *raised* when JAX raised (or died) on one of its calls without the mutant (a known or
+    new JAX bug stood in the way), else *silent* (the wrong value did not reach a compared
+    output, or did not change it). Returns {mutant: {"tried", "shown", "raised",
+    "silent", "programs": [{"mutant": [signatures], "plain": [signatures]}]}}: whether a
+    silent mutant is a blind spot of the generator (its composition is rarely drawn) or
+    of the oracles (drawn, but not seen).
     """
     from fuzz.runner import Runner
 
@@ -305,7 +351,7 @@ def hit_rate(kept: dict, names: list, directory: str) -> dict:
     try:
         for name in names:
             progs = kept.get(name, [])
-            row = {"tried": len(progs), "shown": 0, "programs": []}
+            row = {"tried": len(progs), "shown": 0, "raised": 0, "silent": 0, "programs": []}
             if progs:
                 r = Runner(python=write_wrapper(directory, name), determinism=False)
                 try:
@@ -314,13 +360,15 @@ def hit_rate(kept: dict, names: list, directory: str) -> dict:
                         got_p, _ = plain.run(p)
                         base = {(f.oracle, f.kind, f.call) for f in got_p}
                         new = [f for f in got_m if f.oracle in VALUE_ORACLES and (f.oracle, f.kind, f.call) not in base]
-                        row["shown"] += bool(new)
+                        raised = any(f.oracle in ("internal-error", "crash", "hang") for f in got_p)
+                        row["shown" if new else "raised" if raised else "silent"] += 1
                         row["programs"].append({"mutant": [f.signature[:120] for f in got_m],
                                                 "plain": [f.signature[:120] for f in got_p]})
                 finally:
                     r.close()
             out[name] = row
-            print(json.dumps({"hit_rate": name, "tried": row["tried"], "shown": row["shown"]}), flush=True)
+            print(json.dumps({"hit_rate": name, **{k: row[k] for k in ("tried", "shown", "raised", "silent")}}),
+                  flush=True)
     finally:
         plain.close()
     return out

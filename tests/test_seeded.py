@@ -58,9 +58,10 @@ def test_mutant_is_live(checks, name):
         f"the mutant also breaks its control: {r['control_patched']} != {r['control_expected']}")
 
 
-def _vmap_ppermute(shift: int) -> dict:
+def _vmap_ppermute(shift: int, dead: bool = False) -> dict:
+    eqns = [eqn("ppermute", ["a1"], ["v1"], axes=["i"], shift=shift), eqn("sin", ["a1"], ["v2"])]
     return program(mesh=(("x", 1),), inputs=[("x0", (4,), 3)],
-                   functions={"f0": fn(["a1"], [eqn("ppermute", ["a1"], ["v1"], axes=["i"], shift=shift)], ["v1"])},
+                   functions={"f0": fn(["a1"], eqns, ["v2" if dead else "v1"])},
                    calls=[{"function": "f0", "transforms": [vmap([0], [0], axis_name="i")], "args": ["x0"]}])
 
 
@@ -82,6 +83,9 @@ def test_wrapper_patches_the_worker_only(tmp_path):
 def test_exposure_sees_the_composition():
     assert "ppermute_batch_inverse" in seeded.exposures(_vmap_ppermute(1))
     assert "ppermute_batch_inverse" not in seeded.exposures(_vmap_ppermute(2))  # a shift of 2 on 4: its own inverse
+    dead = _vmap_ppermute(1, dead=True)  # the ppermute's value is not used
+    assert "ppermute_batch_inverse" not in seeded.exposures(dead)
+    assert "ppermute_batch_inverse" in seeded.exposures(dead, live_only=False)
 
 
 def test_detection_counts_caused_value_findings_seen_in_time():
