@@ -243,6 +243,8 @@ class At(ExprOp):
 
     def types(self, eqn, args, ctx):
         idx = eqn["index"]
+        require(idx is None or type(idx) is int or (isinstance(idx, list) and len(idx) == 2 and all(
+            b is None or type(b) is int for b in idx)), f"{self.name} index {str(idx)[:40]} (null, int or [start, stop])")
         require(len(args) == (3 if idx is None else 2),
                 f"{self.name} takes a traced index (a third argument) exactly when its index is null")
         a, u = args[:2]
