@@ -164,37 +164,50 @@ def _unmentioned_manual(t: dict, ctx_mesh: dict, manual_before: frozenset) -> bo
     return False
 
 
+def _transposed(stack: list, ctx, name: str) -> bool:
+    """Whether a collective over ``name`` under the transforms ``stack`` (outermost first) is transposed.
+
+    A collective over a mesh axis stays a primitive, transposed by any enclosing grad /
+    value_and_grad / vjp (inside or outside the shard_map); one over a vmap axis is
+    batched away by its vmap, so only a differentiation inside that vmap transposes it.
+    """
+    if ctx.axis(name).kind == "mesh":
+        return any(t["kind"] in _DIFF for t in stack)
+    binders = [i for i, t in enumerate(stack) if t["kind"] == "vmap" and t.get("axis_name") == name]
+    return bool(binders) and any(t["kind"] in _DIFF for t in stack[binders[-1] + 1:])
+
+
 def _eqn_exposures(e: dict, ctx, args: list, stack: list) -> set:
-    """Names of the mutants whose composition this equation (in ``ctx``, under ``stack``) has."""
+    """Names of the mutants whose composition this equation (in ``ctx``, under the transforms
+    ``stack``, outermost first) has. Necessary conditions only: see :data:`EXPOSURE`."""
     op = e["op"]
     out = set()
-    diff = any(k in _DIFF for k in stack)
+    diff = any(t["kind"] in _DIFF for t in stack)
     names = (e.get("axes") or []) if op in _COLLECTIVES else []
     sizes = {n: ctx.axis(n).size for n in names}
+    varies = bool(names) and names[0] in args[0].vma  # the operand differs along the (first) axis
     if op == "ppermute":
         n = names[0]
         if _shift_not_involution(e, sizes[n]):
-            if _axis_kind(ctx, n) == "vmap":
+            if _axis_kind(ctx, n) == "vmap" and varies:
                 out.add("ppermute_batch_inverse")
-            else:
-                groups = math.prod(ctx.mesh.values()) // sizes[n]
-                if groups > 1:
-                    out.add("ppermute_lowering_multigroup")
-            if diff:
+            elif _axis_kind(ctx, n) == "mesh" and varies and math.prod(ctx.mesh.values()) // sizes[n] > 1:
+                out.add("ppermute_lowering_multigroup")
+            if _transposed(stack, ctx, n):
                 out.add("ppermute_transpose_forward")
     elif op == "all_gather":
         n = names[0]
-        if e["tiled"] and _axis_kind(ctx, n) == "vmap" and args[0].shape[e["axis"]] > 1:
+        if e["tiled"] and _axis_kind(ctx, n) == "vmap" and varies and args[0].shape[e["axis"]] > 1:
             out.add("all_gather_batch_interleave")
-        if not e["tiled"] and sizes[n] >= 2 and diff:
+        if not e["tiled"] and sizes[n] >= 2 and _transposed(stack, ctx, n):
             out.add("all_gather_transpose_mean")
     elif op == "psum_scatter":
         n, d = names[0], e["axis"]
-        if sizes[n] >= 2 and d >= 1 and math.prod(args[0].shape[:d]) > 1 and diff:
+        if sizes[n] >= 2 and d >= 1 and math.prod(args[0].shape[:d]) > 1 and _transposed(stack, ctx, n):
             out.add("psum_scatter_transpose_axis0")
     elif op == "all_to_all":
         n = names[0]
-        if (_axis_kind(ctx, n) == "vmap" and e["split_axis"] == e["concat_axis"]
+        if (_axis_kind(ctx, n) == "vmap" and varies and e["split_axis"] == e["concat_axis"]
                 and args[0].shape[e["split_axis"]] // sizes[n] > 1):
             out.add("all_to_all_batch_interleave")
     elif op in ("psum", "pmean"):
@@ -267,13 +280,13 @@ def exposures(program: dict, live_only: bool = True) -> set:
     def walk_chain(transforms: list, fn: dict, stack: list, manual: frozenset, mesh: dict, used: bool) -> None:
         inner = list(stack)
         for t in transforms:
-            if (used and t["kind"] == "shard_map" and not t["check_vma"] and any(k in _DIFF for k in inner)
-                    and _unmentioned_manual(t, mesh, manual)):
+            if (used and t["kind"] == "shard_map" and not t["check_vma"]
+                    and any(u["kind"] in _DIFF for u in inner) and _unmentioned_manual(t, mesh, manual)):
                 found.add("shard_map_transpose_nodiv")
             if t["kind"] == "shard_map":
                 manual = manual | frozenset(t["axis_names"] if t["axis_names"] is not None
                                             else [a for a in mesh if a not in manual])
-            inner.append(t["kind"])
+            inner.append(t)
         for e in fn["eqns"]:
             stacks[id(e)] = inner
             if e["op"] == "call":

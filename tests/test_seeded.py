@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import eqn, fn, program, vmap
+from helpers import eqn, fn, program, shard_map, vmap
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -86,6 +86,20 @@ def test_exposure_sees_the_composition():
     dead = _vmap_ppermute(1, dead=True)  # the ppermute's value is not used
     assert "ppermute_batch_inverse" not in seeded.exposures(dead)
     assert "ppermute_batch_inverse" in seeded.exposures(dead, live_only=False)
+
+
+def test_exposure_knows_where_a_collective_is_transposed():
+    """A collective over a mesh axis is transposed by a vjp around its shard_map; one over a vmap
+    axis is batched away by a vmap inside the vjp, and never transposed."""
+    def prog(axis, transforms, mesh=(("x", 1),)):
+        f = fn(["a1"], [eqn("ppermute", ["a1"], ["v1"], axes=[axis], shift=1)], ["v1"])
+        return program(mesh=mesh, inputs=[("x0", (4,), 3)], functions={"f0": f},
+                       calls=[{"function": "f0", "transforms": transforms, "args": ["x0"]}])
+    mesh_axis = prog("x", [{"kind": "vjp", "seed": 1}, shard_map([[["x"]]], [[["x"]]])], mesh=(("x", 4),))
+    vmap_axis = prog("i", [{"kind": "vjp", "seed": 1}, vmap([0], [0], axis_name="i")])
+    assert "ppermute_transpose_forward" in seeded.exposures(mesh_axis)
+    assert "ppermute_transpose_forward" not in seeded.exposures(vmap_axis)
+    assert "ppermute_batch_inverse" in seeded.exposures(vmap_axis)
 
 
 def test_detection_counts_caused_value_findings_seen_in_time():
