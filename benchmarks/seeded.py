@@ -177,10 +177,21 @@ def _transposed(stack: list, ctx, name: str) -> bool:
     return bool(binders) and any(t["kind"] in _DIFF for t in stack[binders[-1] + 1:])
 
 
-def _eqn_exposures(e: dict, ctx, args: list, stack: list) -> set:
+def _eqn_exposures(e: dict, ctx, args: list, stack: list, used: bool) -> set:
     """Names of the mutants whose composition this equation (in ``ctx``, under the transforms
-    ``stack``, outermost first) has. Necessary conditions only: see :data:`EXPOSURE`."""
+    ``stack``, outermost first; ``used``: its outputs are used) has. Necessary conditions
+    only: see :data:`EXPOSURE`."""
     op = e["op"]
+    if op == "io_callback":
+        out = set()
+        vmap_axes = {a.name for a in ctx.axes if a.kind == "vmap" and a.size >= 2}
+        if e["returns"] and used and args[0].vma & vmap_axes:
+            out.add("io_callback_batch_reversed")
+        if not e["ordered"] and not used and ctx.jit:  # no result, or one nobody uses: DCE removes it
+            out.add("io_callback_dce_unordered")
+        return out
+    if not used:
+        return set()
     out = set()
     diff = any(t["kind"] in _DIFF for t in stack)
     names = (e.get("axes") or []) if op in _COLLECTIVES else []
@@ -217,12 +228,6 @@ def _eqn_exposures(e: dict, ctx, args: list, stack: list) -> set:
         if len(names) >= 2 and any(_axis_kind(ctx, n) == "vmap" and sizes[n] >= 2 and n not in args[0].vma
                                    for n in names):
             out.add("psum_batch_unbatched_multi")
-    elif op == "io_callback":
-        vmap_axes = {a.name for a in ctx.axes if a.kind == "vmap" and a.size >= 2}
-        if e["returns"] and args[0].vma & vmap_axes:
-            out.add("io_callback_batch_reversed")
-        if not e["ordered"] and not e["returns"] and ctx.jit:
-            out.add("io_callback_dce_unordered")
     if diff and op in ("add", "sub", "mul", "maximum", "matmul") and len(args) == 2:
         checked = {a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma and a.size >= 2}
         if (args[0].vma ^ args[1].vma) & checked:  # an implicit pvary of one operand
@@ -234,35 +239,37 @@ def _eqn_exposures(e: dict, ctx, args: list, stack: list) -> set:
     return out
 
 
-def live_equations(program: dict) -> set:
-    """ids of the equations whose values reach a call's outputs or an io_callback (the rest is dead code).
+def live_equations(program: dict) -> dict:
+    """{id(eqn): whether its outputs are used} for the equations that matter (the rest is dead code).
 
-    Backward from each called function's results: an equation is live when one of its
-    outputs is, or when it is (or a nested call contains) an io_callback; a live nested
-    call makes its function's results live, and the variables its live part captures
-    from enclosing scopes. (Under grad, the results are the loss's inputs: the same rule.)
+    Backward from each called function's results: an equation matters when one of its
+    outputs is used (it reaches a call's outputs or an io_callback's argument), or when it
+    is (or a nested call contains) an io_callback, whose effect counts even when its
+    result is unused; a nested call whose outputs are used makes its function's results
+    used, and the variables its part that matters captures from enclosing scopes. (Under
+    grad the loss's inputs are used by the same rule.)
     """
-    live_ids: set = set()
+    live: dict = {}
 
     def effects(fn: dict) -> bool:
         return any(e["op"] == "io_callback" or (e["op"] == "call" and effects(e["fn"])) for e in fn["eqns"])
 
-    def walk(fn: dict, results_live: bool) -> set:
-        live = set(fn["results"]) if results_live else set()
+    def walk(fn: dict, results_used: bool) -> set:
+        used = set(fn["results"]) if results_used else set()
         defined = set(fn["params"]) | {o for e in fn["eqns"] for o in e["outs"]}
         for e in reversed(fn["eqns"]):
-            outs_live = any(o in live for o in e["outs"])
-            if not (outs_live or e["op"] == "io_callback" or (e["op"] == "call" and effects(e["fn"]))):
+            outs_used = any(o in used for o in e["outs"])
+            if not (outs_used or e["op"] == "io_callback" or (e["op"] == "call" and effects(e["fn"]))):
                 continue
-            live_ids.add(id(e))
-            live.update(e["args"])
+            live[id(e)] = outs_used
+            used.update(e["args"])
             if e["op"] == "call":
-                live.update(walk(e["fn"], outs_live))
-        return {v for v in live if v not in defined}
+                used.update(walk(e["fn"], outs_used))
+        return {v for v in used if v not in defined}
 
     for call in program["calls"]:
         walk(program["functions"][call["function"]], True)
-    return live_ids
+    return live
 
 
 def exposures(program: dict, live_only: bool = True) -> set:
@@ -290,11 +297,14 @@ def exposures(program: dict, live_only: bool = True) -> set:
         for e in fn["eqns"]:
             stacks[id(e)] = inner
             if e["op"] == "call":
-                walk_chain(e["transforms"], e["fn"], inner, manual, mesh, used and (live is None or id(e) in live))
+                used_here = used and (live is None or live.get(id(e), False))
+                walk_chain(e["transforms"], e["fn"], inner, manual, mesh, used_here)
 
     def on_eqn(e, ctx, args) -> None:
-        if live is None or id(e) in live:
-            found.update(_eqn_exposures(e, ctx, args, stacks.get(id(e), [])))
+        if live is None:
+            found.update(_eqn_exposures(e, ctx, args, stacks.get(id(e), []), True))
+        elif id(e) in live:
+            found.update(_eqn_exposures(e, ctx, args, stacks.get(id(e), []), live[id(e)]))
 
     mesh = dict(zip(program["mesh"]["axis_names"], program["mesh"]["axis_sizes"]))
     for call in program["calls"]:
