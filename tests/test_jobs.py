@@ -57,7 +57,8 @@ def report(programs, findings_, known=(), **more):
             "programs": programs, "generated": programs - 1, "rejected": 2, "generated_rejected": 1, "invalid": 0,
             "programs_per_second": 1.0, "worker_seconds": 4.25, "reference_seconds": 1.5,
             "features": {"jit": 3, "vmap": 1}, "depth_histogram": {"1": 2, "10": 1}, "findings": list(findings_),
-            "known": list(known), "known_seconds": 2.0, "reduced": 0}
+            "known": list(known), "known_seconds": 2.0, "swarm": False, "avoid_known": True, "avoided": 0,
+            "reduced": 0}
     return {**base, **more}
 
 
@@ -164,7 +165,8 @@ def test_a_finding_another_job_recorded_is_counted_not_recorded_again(tmp_path, 
     other_run = Finding("internal-error", "builtins.ValueError", "found in another run")
     findings.append(path, {"signature": theirs.signature, "run": "r1", "job": 1, "program": {}})
     findings.append(path, {"signature": other_run.signature, "run": "r0", "job": 1, "program": {}})
-    c = fuzz.campaign.Campaign(findings_path=path, run_id="r1", job=0)
+    # (avoid_known off: the stub programs here are not programs whose names could be read)
+    c = fuzz.campaign.Campaign(findings_path=path, run_id="r1", job=0, avoid_known=False)
     c.start = time.monotonic()
     c.runner.found = [theirs, other_run]
     c.run_program({"calls": []})
