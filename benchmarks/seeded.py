@@ -301,8 +301,9 @@ def exposures(program: dict, live_only: bool = True) -> set:
                 walk_chain(e["transforms"], e["fn"], inner, manual, mesh, used_here)
 
     def on_eqn(e, ctx, args) -> None:
-        if live is None:
-            found.update(_eqn_exposures(e, ctx, args, stacks.get(id(e), []), True))
+        if live is None:  # dead code counts: every value is taken as used, a callback's result when it has one
+            used = bool(e["outs"]) if e["op"] == "io_callback" else True
+            found.update(_eqn_exposures(e, ctx, args, stacks.get(id(e), []), used))
         elif id(e) in live:
             found.update(_eqn_exposures(e, ctx, args, stacks.get(id(e), []), live[id(e)]))
 
