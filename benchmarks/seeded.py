@@ -62,6 +62,16 @@ with ``--out``, a JSON file written atomically after every run
 (``fuzz.util.atomic_write_text``) with each run's findings, their attribution and the
 report's feature counts. With ``--out``, runs already in the file (same mutant, seed,
 seconds, determinism and jobs) are skipped, so an interrupted benchmark resumes.
+
+**Measured** (code 2028f74, jax 0.10.2, 2 shared cores, ``--seeds 1 --seconds 180``,
+``--jobs`` default 2, determinism on; exposure and hit rate: ``--exposure 2000 --hit-rate
+10``): 1 of 13 mutants detected (io_callback_dce_unordered at 14.5 s); 147-319 programs
+per campaign. Live exposure per 2000 drawn programs: 0 for six mutants
+(ppermute_batch_inverse, ppermute_transpose_forward, all_gather_batch_interleave,
+psum_scatter_transpose_axis0, ppermute_lowering_multigroup, all_to_all_batch_interleave),
+3-25 for six more, 378 for the DCE mutant; shown by 0-4 of 10 exposed programs (10 of 10
+for the DCE mutant), most of the others dying first on a JAX error (pvary assertion,
+in_specs mismatch) or computing a value no compared output depends on.
 """
 from __future__ import annotations
 
