@@ -64,8 +64,8 @@ class Mutation:
 
 MUTATIONS = [
     # -- the four faults of issue 6 ("Tests that must be able to fail")
-    Mutation("reference-pmin-as-max", "fuzz/reference.py",
-             '"pmin": jnp.min,', '"pmin": jnp.max,',
+    Mutation("reference-pmin-as-max", "fuzz/ops/collectives.py",
+             'name, numpy = "pmin", "min"', 'name, numpy = "pmin", "max"',
              "the reference computes pmin as a max", ("tests/test_reference.py",)),
     Mutation("judge-skips-determinism", "oracles/__init__.py",
              "    found += determinism.judge(program, outcome, other, seeds)\n", "",
@@ -92,8 +92,8 @@ MUTATIONS = [
              "else self.collective(e, x, ctx)]",
              "the reference's psum leaves an unvarying value as is (no multiplication by the axis size)",
              ("tests/test_reference.py",)),
-    Mutation("reference-ppermute-backwards", "fuzz/reference.py",
-             'jnp.roll(x, e["shift"], axis=j)', 'jnp.roll(x, -e["shift"], axis=j)',
+    Mutation("reference-ppermute-backwards", "fuzz/ops/collectives.py",
+             'r.xp.roll(xs[0], eqn["shift"], axis=j)', 'r.xp.roll(xs[0], -eqn["shift"], axis=j)',
              "the reference's ppermute shifts the wrong way", ("tests/test_reference.py",)),
     Mutation("close-always-true", "oracles/common.py",
              "    return bool(np.allclose(act, exp, rtol=tol, atol=tol * scale, equal_nan=True))",

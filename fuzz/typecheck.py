@@ -161,6 +161,7 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         for i, ax in enumerate(t["in_axes"]):
             _require(ax is None or ax < args[i].rank, "in_axes out of range")
         _require(len(sizes) == 1, f"vmap batch sizes differ: {sorted(sizes)}")
+        _require(min(sizes) >= 1, "vmap over an empty dim (a size-0 named axis)")
         (b,) = sizes
         name = vmap_axis_name(t, ctx)
         if t["axis_name"] is not None:
