@@ -12,6 +12,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from hypothesis import strategies as st
+
 FLOAT = "float32"
 INT = "int32"
 DTYPES = (FLOAT, INT)
@@ -296,6 +298,29 @@ class ExprOp(Op):
 
     def render(self, rr, eqn, args, outs, ctx, ind):
         return [f"{ind}{outs[0]} = {self.expr(rr, eqn, args, ctx)}"]
+
+
+class AlongAxis(ExprOp):
+    """A shape-preserving op along one dim ``axis`` of one float operand (roll, cumsum, cummax, sort).
+
+    Subclasses set ``params`` (with ``axis``: ``DIM``) and may add to :meth:`draw_along`'s equation.
+    """
+
+    explicit_ok = False
+
+    def types(self, eqn, args, ctx):
+        (a,) = args
+        require(0 <= eqn["axis"] < a.rank, f"{self.name} axis {eqn['axis']} out of range for rank {a.rank}")
+        return [a]
+
+    def draw_along(self, draw, scope):
+        """An equation of this op on a drawn operand of rank >= 1 and a drawn axis, or None (no operand)."""
+        xs = scope.floats(min_rank=1)
+        if not xs:
+            return None
+        a = draw(st.sampled_from(xs))
+        return {"op": self.name, "args": [a], "outs": [scope.new_var()],
+                "axis": draw(st.integers(0, scope.visible[a].rank - 1))}
 
 
 def lead(K: int) -> tuple:

@@ -13,7 +13,7 @@ import math
 
 from hypothesis import strategies as st
 
-from fuzz.ops.base import DIM, ExprOp, Ty, int_schema, require
+from fuzz.ops.base import DIM, AlongAxis, ExprOp, Ty, int_schema, require
 
 
 class Broadcast(ExprOp):
@@ -43,29 +43,20 @@ class Broadcast(ExprOp):
         return {"op": self.name, "args": [arg], "outs": [out], "size": 1}
 
 
-class Roll(ExprOp):
+class Roll(AlongAxis):
     """``jnp.roll(x, shift, axis=axis)``."""
 
     name = "roll"
     family = "movement"
-    explicit_ok = False
     params = {"axis": DIM, "shift": int_schema(-64, 64)}
     feature_names = ("roll",)
 
-    def types(self, eqn, args, ctx):
-        (a,) = args
-        require(0 <= eqn["axis"] < a.rank, f"roll axis {eqn['axis']} out of range for rank {a.rank}")
-        return [a]
-
     def draw(self, draw, ctx, scope):
-        xs = scope.floats(min_rank=1)
-        if not xs:
-            return None
-        a = draw(st.sampled_from(xs))
-        shape = scope.visible[a].shape
-        d = draw(st.integers(0, len(shape) - 1))
-        return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axis": d,
-                "shift": draw(st.integers(-2 * shape[d] - 1, 2 * shape[d] + 1))}
+        e = self.draw_along(draw, scope)
+        if e is not None:
+            n = scope.visible[e["args"][0]].shape[e["axis"]]
+            e["shift"] = draw(st.integers(-2 * n - 1, 2 * n + 1))
+        return e
 
     def reference(self, r, eqn, xs, ts, ctx):
         return [r.xp.roll(xs[0], eqn["shift"], axis=len(ctx.axes) + eqn["axis"])]

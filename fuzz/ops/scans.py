@@ -9,27 +9,16 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from fuzz.ops.base import BOOL, DIM, ExprOp, require
+from fuzz.ops.base import BOOL, DIM, AlongAxis
 
 
-class Scan(ExprOp):
+class Scan(AlongAxis):
     family = "scan"
-    explicit_ok = False
     params = {"axis": DIM}
 
-    def types(self, eqn, args, ctx):
-        (a,) = args
-        require(0 <= eqn["axis"] < a.rank, f"{self.name} axis {eqn['axis']} out of range for rank {a.rank}")
-        return [a]
-
     def draw(self, draw, ctx, scope):
-        xs = scope.floats(min_rank=1)
-        if not xs:
-            return None
-        a = draw(st.sampled_from(xs))
-        e = {"op": self.name, "args": [a], "outs": [scope.new_var()],
-             "axis": draw(st.integers(0, scope.visible[a].rank - 1))}
-        if "reverse" in self.params:
+        e = self.draw_along(draw, scope)
+        if e is not None and "reverse" in self.params:
             e["reverse"] = draw(st.booleans())
         return e
 
