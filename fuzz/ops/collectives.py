@@ -235,6 +235,19 @@ def _divisible_dims(scope, n: int) -> list:
     return [(v, d) for v in scope.floats() for d in range(scope.visible[v].rank) if scope.visible[v].shape[d] % n == 0]
 
 
+def _split_dim(op, draw, ctx, scope):
+    """(axis name, operand, dim) for a collective that splits a dim over one axis (psum_scatter,
+    all_to_all): the dim must be divisible by the axis size. None when nothing fits here."""
+    name = op.one_axis(draw, ctx)
+    if name is None:
+        return None
+    cands = _divisible_dims(scope, ctx.axis(name).size)
+    if not cands:
+        return None
+    a, d = draw(st.sampled_from(cands))
+    return name, a, d
+
+
 class PsumScatter(Collective):
     """``lax.psum_scatter`` at dim ``axis``, tiled."""
 
@@ -248,13 +261,10 @@ class PsumScatter(Collective):
         return Ty(a.shape[:d] + (a.shape[d] // n,) + a.shape[d + 1:], a.vma | frozenset(names))
 
     def draw(self, draw, ctx, scope):
-        name = self.one_axis(draw, ctx)
-        if name is None:
+        got = _split_dim(self, draw, ctx, scope)
+        if got is None:
             return None
-        cands = _divisible_dims(scope, ctx.axis(name).size)
-        if not cands:
-            return None
-        a, d = draw(st.sampled_from(cands))
+        name, a, d = got
         return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axes": [name], "axis": d}
 
     def reference(self, r, eqn, xs, ts, ctx):
@@ -290,13 +300,10 @@ class AllToAll(Collective):
         return Ty(tuple(shape), a.vma | frozenset(names))
 
     def draw(self, draw, ctx, scope):
-        name = self.one_axis(draw, ctx)
-        if name is None:
+        got = _split_dim(self, draw, ctx, scope)
+        if got is None:
             return None
-        cands = _divisible_dims(scope, ctx.axis(name).size)
-        if not cands:
-            return None
-        a, d = draw(st.sampled_from(cands))
+        name, a, d = got
         c = draw(st.integers(0, scope.visible[a].rank - 1))
         if math.prod(scope.visible[a].shape) > scope.max_elements:
             c = d
