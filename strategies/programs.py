@@ -242,10 +242,18 @@ class _Gen:
                     local[v] = t
                     new_vars.append(v)
         pool = [v for v in list(reversed(new_vars)) + params if local[v].dtype == T.FLOAT]
+        # results are drawn among the values nothing here reads yet (the sinks) when there
+        # are any, so that most equations feed a result: dead code hides the bugs of the
+        # values it computes (mutants of the seeded-bug benchmark stayed silent that way)
+        read = _reads(eqns)
+
+        def sinks(vs: list) -> list:
+            return [v for v in vs if v not in read] or vs
+
         if want_scalar:
             if not self.losses:
                 pool = [v for v in pool if local[v].rank == 0] or pool
-            r = draw(st.sampled_from(pool))
+            r = draw(st.sampled_from(sinks(pool)))
             if local[r].rank:
                 # e.g. a plain sum (all-ones cotangent) or a seeded weighted sum (a random one)
                 s = self.var()
@@ -258,7 +266,7 @@ class _Gen:
             glue = self.glue(ctx)
             if glue is None:  # no rank-0 result can be made rank 1 here: only safe ones
                 pool = [v for v in pool if _safe(local[v], ctx)]
-            results = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=2, unique=True))
+            results = draw(st.lists(st.sampled_from(sinks(pool)), min_size=1, max_size=2, unique=True))
             for k, r in enumerate(results):
                 if local[r].rank == 0 and glue is not None:  # rank >= 1: any out_specs can name a varying axis
                     s = self.var()
@@ -343,6 +351,16 @@ class _Gen:
         outs = [self.var() for _ in results]
         e = {"op": "call", "args": args, "outs": outs, "transforms": transforms, "fn": fn}
         return e, list(zip(outs, results))
+
+
+def _reads(eqns: list) -> set:
+    """The variables the equations read, nested calls' bodies (their captures) included."""
+    out = set()
+    for e in eqns:
+        out.update(e["args"])
+        if e["op"] == "call":
+            out |= _reads(e["fn"]["eqns"]) | set(e["fn"]["results"])
+    return out
 
 
 def _some(draw, items: list, max_size: int) -> list:
