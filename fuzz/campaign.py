@@ -107,6 +107,9 @@ class Campaign:
     each of the N campaigns sharing one findings file: records carry them, and a
     signature that another job of the same run has already written there is not
     recorded (nor shrunk, nor reduced) here: its hits are counted in ``peer_hits``.
+    ``shrink``: False keeps every finding as it was found (no Hypothesis shrinking, no
+    reducer), e.g. to reduce it later with ``shardfuzz reduce --also-on`` so that the
+    reduced program keeps failing on other releases too.
     Raises fuzz.execute.WorkerError if the worker does not start.
     """
 
@@ -115,8 +118,9 @@ class Campaign:
                  shrink_seconds: float = 180, on_progress=None, determinism: bool = True,
                  source_hook=None, stop_when=None, findings_path: str | None = None, on_finding=None,
                  corpus_signatures: dict | None = None, run_id: str | None = None, job: int = 0,
-                 swarm: bool = False, avoid_known: bool = True):
+                 swarm: bool = False, avoid_known: bool = True, shrink: bool = True):
         self.seconds = seconds
+        self.shrink = shrink  # False: findings are kept as found (neither shrunk nor reduced)
         self.max_examples = max_examples
         self.seed = seed
         self.shrink_seconds = shrink_seconds
@@ -280,6 +284,8 @@ class Campaign:
                 self.stats.generated_rejected += 1
             self.on_progress(self)
         new = [f for f in self.cache[key] if f.signature not in self.known]
+        if not self.shrink:
+            return
         if new and self.target is None:
             if self.shrink_spent > SHRINK_SHARE * (now - self.start):
                 # shrinking has had its share of the time: go on generating; the finding is
@@ -450,7 +456,9 @@ class Campaign:
             while not self.done():  # (done() is also true once stopped)
                 self._round(index)
                 index += 1
-                self.reduce_pending(self.start + self.seconds)
+                # (a reduction started near the end may run into the shrink time: a finding
+                # queued late gets its whole budget, not what is left of the generation time)
+                self.reduce_pending(self.start + self.seconds + self.shrink_seconds)
             # the end: reduce what is still queued, in the time shrinking may run over
             self.reduce_pending(self.start + self.seconds + self.shrink_seconds, share=False)
         finally:
@@ -504,7 +512,7 @@ class Campaign:
             "known": [{"signature": sig, "entry": self.corpus[sig], "count": n}
                       for sig, n in sorted(self.known_hits.items(), key=lambda kv: -kv[1])],
             "known_seconds": round(self.known_seconds, 1),
-            "swarm": self.swarm, "avoid_known": self.avoid_known,
+            "swarm": self.swarm, "avoid_known": self.avoid_known, "shrink": self.shrink,
             "avoided": len(self.avoid),
             "reduced": sum(r.reduced for r in self.records.values()),
         }

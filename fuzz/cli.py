@@ -124,8 +124,11 @@ def _unwritable(directory: str) -> str:
               help="Swarm testing: each program leaves out a random half of the ops and transforms.")
 @click.option("--avoid-known/--no-avoid-known", default=True, show_default=True,
               help="Now and then leave out a feature that a known bug's smallest program needs.")
+@click.option("--shrink/--no-shrink", default=True, show_default=True,
+              help="Shrink and reduce each new finding; --no-shrink keeps findings as found (to reduce them "
+                   "later with `shardfuzz reduce --also-on`).")
 def run(seconds, max_examples, seed, report_path, python, jax_version, determinism, database, timeout, corpus_dir,
-        fail_on_known, jobs, swarm, avoid_known):
+        fail_on_known, jobs, swarm, avoid_known, shrink):
     """Run a fuzzing campaign against JAX on 8 host CPU devices."""
     stop = _Stop()
     from fuzz import parallel
@@ -206,7 +209,7 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
                                 source_hook=hook, findings_path=findings_path,
                                 on_finding=lambda c, rec: announce(rec.finding.signature),
                                 corpus_signatures=corpus_signatures, run_id=run_id, job=0, swarm=swarm,
-                                avoid_known=avoid_known)
+                                avoid_known=avoid_known, shrink=shrink)
         except WorkerError as e:
             _fail(f"{e} Pass --python with an interpreter that has jax installed.")
         campaign.peers_offset = findings_offset
@@ -231,7 +234,7 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
             console.print(f"shardfuzz: {n_jobs} jobs" + (f" (seeds {', '.join(map(str, seeds))})" if seed is not None
                                                          else ""), markup=False, highlight=False, soft_wrap=True)
             config = {"deadline": time.time() + seconds, "python": python, "database": database or None,
-                      "swarm": swarm, "avoid_known": avoid_known,
+                      "swarm": swarm, "avoid_known": avoid_known, "shrink": shrink,
                       "timeout": timeout, "determinism": determinism, "findings_path": findings_path,
                       "findings_offset": findings_offset, "corpus_signatures": corpus_signatures, "run_id": run_id}
             children = parallel.Jobs(n_jobs, config, seeds, shares, on_finding=lambda job, sig: announce(sig))

@@ -66,19 +66,31 @@ class Rerecord:
     why: str = ""
 
 
-def fails_alike(runner: Runner, program: dict, entry: dict, call) -> bool:
-    """Whether ``program`` fails on ``runner``'s (other) JAX release as the entry's finding does there.
+def finding_on(runner: Runner, program: dict, oracle: str, call) -> Finding | None:
+    """The finding of ``oracle`` that ``program`` shows on ``call`` on ``runner``'s JAX release.
 
-    Another release may word the same bug differently (seed C: three messages over the
-    releases, ``../shared/seeds.md``), so this asks for the same oracle and kind on the
-    same call, not the same signature; a program that release cannot express fails not.
+    None when it shows none there, or when that release cannot express the program
+    (:func:`fuzz.replay.applicable`). A finding that needs earlier programs (a crash's
+    history) does not count.
     """
     from fuzz.replay import applicable
 
     if applicable(program, runner.caps):
-        return False
-    return any((f.oracle, f.kind, f.call) == (entry["oracle"], entry["kind"], call) and not f.history
-               for f in runner.run(program)[0])
+        return None
+    return next((f for f in runner.run(program)[0] if f.oracle == oracle and f.call == call and not f.history), None)
+
+
+def fails_alike(runner: Runner, program: dict, target: Finding, call) -> bool:
+    """Whether ``program`` shows ``target`` on ``call`` on ``runner``'s (other) JAX release.
+
+    ``target`` is what the entry's program shows on that release (:func:`finding_on`):
+    another release may word the same bug differently (seed C: three messages over the
+    releases, ``../shared/seeds.md``), so each release keeps its own finding through
+    the reduction (:func:`oracles.common.same_finding`), as the main release keeps the
+    entry's.
+    """
+    found = finding_on(runner, program, target.oracle, call)
+    return found is not None and same_finding(found, target.signature, target.oracle, target.kind)
 
 
 def reduce_entry(entry: dict, runner: Runner, max_runs: int = 300, max_seconds: float = 300.0,
@@ -86,8 +98,9 @@ def reduce_entry(entry: dict, runner: Runner, max_runs: int = 300, max_seconds: 
     """Reduce one corpus entry on ``runner``'s JAX and re-record it from the reduced program.
 
     A crash counts only when it reproduces alone in a fresh worker. ``also``: runners of
-    other releases on which every kept candidate must fail alike too (:func:`fails_alike`),
-    so that the reduced program keeps the range of releases the bug affects. Raises
+    other releases on which every kept candidate must fail alike too (:func:`fails_alike`:
+    the finding of the entry's oracle the entry's program shows there, kept), so that the
+    reduced program keeps the range of releases the bug affects. Raises
     nothing for an entry that does not reproduce: the result's ``entry`` is None and
     ``why`` says so.
     """
@@ -102,13 +115,17 @@ def reduce_entry(entry: dict, runner: Runner, max_runs: int = 300, max_seconds: 
         seen = "; ".join(f.signature[:80] for f in found) or "no finding"
         return Rerecord(None, None, before, None, f"does not reproduce here ({seen})")
 
+    targets = []
     for other in also:
-        if not fails_alike(other, entry["program"], entry, first.call):
-            return Rerecord(None, None, before, None, f"does not fail alike on JAX {other.caps.get('jax_version')}")
+        target = finding_on(other, entry["program"], entry["oracle"], first.call)
+        if target is None:
+            return Rerecord(None, None, before, None, f"shows no {entry['oracle']} finding on call {first.call} "
+                                                      f"on JAX {other.caps.get('jax_version')}")
+        targets.append(target)
 
     def interesting(candidate: dict, call) -> bool:
         return (_hit(runner.run(candidate)[0], entry, call) is not None
-                and all(fails_alike(other, candidate, entry, call) for other in also))
+                and all(fails_alike(other, candidate, t, call) for other, t in zip(also, targets)))
 
     r = reduce_program(entry["program"], interesting, first.call, max_runs=max_runs, max_seconds=max_seconds,
                        caps=runner.caps)

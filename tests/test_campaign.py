@@ -111,3 +111,20 @@ def test_a_wrong_value_bug_reduces_to_one_record():
     assert list(c.records) == [sig]
     assert sig == "differential: wrong-shape: all_to_all+capture+vmap+vmap_axis_name"
     assert c.records[sig].reduced and c.records[sig].count > 1  # smaller programs were counted, not recorded
+
+
+def test_without_shrinking_a_finding_is_kept_as_found():
+    import time
+
+    c = Campaign(seconds=3600, determinism=False, shrink=False)
+    c.start = time.monotonic()
+    try:
+        c._test(bloated())  # a shrinking campaign raises here to shrink the new finding
+        [rec] = [r for r in c.records.values() if r.finding.oracle == "internal-error"]
+        assert rec.program == bloated() and not rec.shrunk and not rec.reduced
+        assert c.pending == []
+        c.reduce_pending(time.monotonic() + 60, share=False)
+        assert not rec.reduced and rec.reduction_runs == 0
+        assert c.report()["shrink"] is False
+    finally:
+        c.close()
