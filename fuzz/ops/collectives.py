@@ -59,6 +59,23 @@ class Collective(ExprOp):
         return draw(st.sampled_from(axes)) if axes else None
 
 
+def _varying_first(draw, scope, cands: list, names) -> object:
+    """One of ``cands`` (variables, or (variable, dim) pairs), drawn among those that vary over
+    one of the axes ``names`` 3 times in 4 when there are any.
+
+    A collective's batching and transpose rules do their work on a value that differs along
+    its axes; on an unvarying one most mistakes cancel out (the seeded-bug benchmark's
+    batching mutants stayed silent while every drawn operand was unvarying).
+    """
+    def var(c):
+        return c[0] if isinstance(c, tuple) else c
+
+    varying = [c for c in cands if scope.visible[var(c)].vma & set(names)]
+    if varying and draw(st.integers(0, 3)) > 0:
+        return draw(st.sampled_from(varying))
+    return draw(st.sampled_from(cands))
+
+
 class Reducing(Collective):
     """psum / pmax / pmin / pmean over one or two axes."""
 
@@ -82,13 +99,16 @@ class Reducing(Collective):
         old = check_rep(ctx, scope.caps)
         if old and self.name in ("pmax", "pmin"):
             return None  # no replication rule for them under check_rep: keep clear
-        a = draw(st.sampled_from(xs))
+        a = _varying_first(draw, scope, xs, axes)
         names_ok = axes
         if old:
             checked = checked_axes(ctx)
             names_ok = [n for n in axes if n in scope.visible[a].vma or n not in checked]
             if not names_ok:
                 return None
+        mine = [n for n in names_ok if n in scope.visible[a].vma]  # (reducing over them does work)
+        if mine and draw(st.integers(0, 3)) > 0:
+            names_ok = mine
         names = draw(st.lists(st.sampled_from(names_ok), min_size=1, max_size=2, unique=True))
         return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axes": names}
 
@@ -164,7 +184,7 @@ class Ppermute(Collective):
         name = self.one_axis(draw, ctx) if xs else None
         if name is None:
             return None
-        a = draw(st.sampled_from(xs))
+        a = _varying_first(draw, scope, xs, [name])
         n = ctx.axis(name).size
         return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axes": [name],
                 "shift": draw(st.integers(1, max(1, n - 1))) % n}
@@ -204,7 +224,7 @@ class AllGather(Collective):
         cands = [v for v in scope.floats() if scope.visible[v].size * n <= scope.max_elements]
         if not cands:
             return None
-        a = draw(st.sampled_from(cands))
+        a = _varying_first(draw, scope, cands, [name])
         rank = scope.visible[a].rank
         tiled = rank >= 1 and draw(st.booleans())
         if not tiled and rank >= scope.max_rank:
@@ -244,7 +264,7 @@ def _split_dim(op, draw, ctx, scope):
     cands = _divisible_dims(scope, ctx.axis(name).size)
     if not cands:
         return None
-    a, d = draw(st.sampled_from(cands))
+    a, d = _varying_first(draw, scope, cands, [name])
     return name, a, d
 
 
