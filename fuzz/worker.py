@@ -123,6 +123,9 @@ def capabilities(jax) -> dict:
     sharding = jax.sharding
     caps["explicit"] = hasattr(sharding, "AxisType") and hasattr(sharding.AxisType, "Explicit") and hasattr(
         sharding, "reshard")
+    # jax.pure_callback's batching keyword: ``vmap_method`` (jax 0.4.35 and later) or, before, ``vectorized``
+    caps["pure_callback_kw"] = ("vmap_method" if "vmap_method" in inspect.signature(jax.pure_callback).parameters
+                                else "vectorized")
     caps.update(measured_rules(jax, sm, caps))
     return caps
 
