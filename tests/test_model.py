@@ -338,12 +338,15 @@ def test_start_indices_per_device_and_per_example_agree_with_jax(worker):
     assert not found, [f.signature for f in found]
 
 
-def test_with_sharding_constraint_agrees_with_jax(worker):
+@pytest.mark.parametrize("op,source", [
+    ("with_sharding_constraint", "jax.lax.with_sharding_constraint(c, NamedSharding(mesh, P(('x', 'y'))))"),
+    ("device_put", "jax.device_put(c, NamedSharding(mesh, P(('x', 'y'))))")])
+def test_sharding_annotations_agree_with_jax(worker, op, source):
     import oracles
     from fuzz.reference import evaluate
 
     body = fn(["a"], [eqn("cumsum", ["a"], ["c"], axis=0),
-                      eqn("with_sharding_constraint", ["c"], ["w"], axes=["x", "y"], dim=0),
+                      eqn(op, ["c"], ["w"], axes=["x", "y"], dim=0),
                       eqn("cumsum", ["w"], ["v"], axis=0)], ["v"])
     loss = fn(["a"], body["eqns"] + [eqn("wsum", ["v"], ["l"], seed=4)], ["l"])
     p = program(mesh=(("x", 2), ("y", 2), ("z", 2)), inputs=[("x0", (8, 4), 5)], functions={"f0": body, "f1": loss},
@@ -352,7 +355,7 @@ def test_with_sharding_constraint_agrees_with_jax(worker):
                        call("f1", [JIT, {"kind": "grad", "argnums": [0]}], ["x0"])])
     p["inputs"][0]["spec"] = [None, ["y"]]
     validate_program(p)
-    assert "jax.lax.with_sharding_constraint(c, NamedSharding(mesh, P(('x', 'y'))))" in render(p)
+    assert source in render(p)
     with pytest.raises(ProgramError, match="spmd_axis_name"):  # vmap's spmd axis is taken
         bad = copy.deepcopy(p)
         bad["calls"][2]["transforms"][1]["spmd_axis_name"] = "y"
