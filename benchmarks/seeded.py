@@ -640,7 +640,8 @@ def _ints(text: str) -> list:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mutants", default=None, help="comma-separated mutant names (default: all)")
-    ap.add_argument("--seeds", type=_ints, default=[1, 2, 3], help="Hypothesis seeds, e.g. 1,2,3")
+    ap.add_argument("--seeds", type=_ints, default=None,
+                    help="Hypothesis seeds, e.g. 1,2,3 (default 1,2,3; none with --exposure unless given)")
     ap.add_argument("--seconds", type=float, default=300.0, help="campaign length (shardfuzz run --time)")
     ap.add_argument("--out", default=None, help="JSON results file (written after every run; resumes)")
     ap.add_argument("--no-determinism", action="store_true", help="pass --no-determinism to shardfuzz run")
@@ -674,6 +675,8 @@ def main() -> None:
         sys.exit(2)
     if args.snapshot and not os.environ.get(SNAPSHOT_ENV):
         sys.exit(rerun_from_snapshot(args.snapshot, args.out))
+    if args.seeds is None:  # --exposure alone measures the exposure only (no campaign runs)
+        args.seeds = [] if args.exposure else [1, 2, 3]
     determinism = not args.no_determinism
     data = {"format": "shardfuzz-seeded-benchmark", "runs": [], "exposure": None}
     if args.out and os.path.exists(args.out):
