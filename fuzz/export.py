@@ -32,6 +32,7 @@ from pathlib import Path
 import click
 
 from fuzz.render import BUG_MARK, render_repro
+from fuzz.typecheck import CHECKPOINT_POLICIES
 
 PER_CALL = ("internal-error", "differential", "callbacks", "metamorphic", "determinism")
 STARTUP_SECONDS = 120.0  # importing JAX on a loaded 2-core machine
@@ -107,6 +108,10 @@ DOCS = {
                       "a mesh with `AxisType.Explicit` axes, used with `jax.set_mesh` and `jax.sharding.reshard`"),
     "jit": ("jax.jit", "https://docs.jax.dev/en/latest/_autosummary/jax.jit.html",
             "jit does not change what a function computes"),
+    "checkpoint": ("jax.checkpoint", "https://docs.jax.dev/en/latest/_autosummary/jax.checkpoint.html",
+                   "checkpoint (remat) does not change what a function computes; its `policy` "
+                   "(`jax.checkpoint_policies`) only chooses which intermediate values are saved for the backward "
+                   "pass instead of recomputed"),
 }
 _COLLECTIVES = ("psum", "pmax", "pmin", "pmean", "all_gather", "psum_scatter", "ppermute", "all_to_all", "axis_index")
 
@@ -396,6 +401,8 @@ def _label(program: dict, k: int | None) -> str:
             expr = f"vmap({inner}, spmd_axis_name={t['spmd_axis_name']!r})"
         elif t["kind"] == "shard_map" and t.get("axis_names") is not None:
             expr = f"shard_map({inner}, axis_names={set(t['axis_names'])!r})"
+        elif t["kind"] == "checkpoint" and t.get("policy") is not None:
+            expr = f"checkpoint({inner}, policy={t['policy']})"
         else:
             expr = f"{t['kind']}({inner})"
     return expr
@@ -404,7 +411,8 @@ def _label(program: dict, k: int | None) -> str:
 _TITLE_FEATURES = {"io_callback_result": "io_callback with a result", "io_callback_ordered": "ordered io_callback",
                    "io_callback_unordered": "io_callback", "spmd_axis_name": "spmd_axis_name",
                    "partial_manual": "partial-manual shard_map", "check_vma_off": "check_vma=False",
-                   "capture": "closure", "explicit_mesh": "Explicit mesh", **{c: c for c in _COLLECTIVES}}
+                   "capture": "closure", "explicit_mesh": "Explicit mesh", **{c: c for c in _COLLECTIVES},
+                   **{f"checkpoint_policy:{p}": f"checkpoint policy {p}" for p in CHECKPOINT_POLICIES if p}}
 
 
 def title(case: Case) -> str:
@@ -445,7 +453,7 @@ def feature_docs(program: dict) -> list:
     names, _ = features(program)
     keys = []
     for key in ("jit", "shard_map", "partial_manual", "check_vma_off", "vmap", "vmap_axis_name", "spmd_axis_name",
-                "grad", "value_and_grad", "explicit_mesh"):
+                "grad", "value_and_grad", "checkpoint", "explicit_mesh"):
         if key in names:
             keys.append(key)
     if any(n.startswith("io_callback") for n in names):

@@ -24,6 +24,8 @@ def _walk_function(fn: dict, outer: set, out: set, depth: int) -> int:
 def _walk_chain(transforms: list, fn: dict, outer: set, out: set, depth: int) -> int:
     for t in transforms:
         out.add(t["kind"])
+        if t["kind"] == "checkpoint" and t["policy"] is not None:
+            out.add(f"checkpoint_policy:{t['policy']}")
         if t["kind"] == "vmap":
             if t["spmd_axis_name"]:
                 out.add("spmd_axis_name")
@@ -40,8 +42,9 @@ def _walk_chain(transforms: list, fn: dict, outer: set, out: set, depth: int) ->
 def features(program: dict) -> tuple:
     """(set of feature names, nesting depth) of a program.
 
-    Names: transform kinds (jit, shard_map, vmap, grad, value_and_grad, vjp, jvp),
-    spmd_axis_name, vmap_axis_name, check_vma_off, partial_manual, capture (a function
+    Names: transform kinds (jit, shard_map, vmap, grad, value_and_grad, vjp, jvp,
+    checkpoint), checkpoint_policy:<name> (a checkpoint's
+    policy, ``jax.checkpoint_policies.<name>``), spmd_axis_name, vmap_axis_name, check_vma_off, partial_manual, capture (a function
     reads a variable of an enclosing scope), multi_call, explicit_mesh, and what each op
     of the registry names (:meth:`fuzz.ops.base.Op.features`: each collective, wsum,
     io_callback_ordered, io_callback_unordered, io_callback_result, and the data

@@ -12,8 +12,8 @@ debugging (Zeller and Hildebrandt, TSE 2002).
 **Op-agnostic.** The reducer never looks at what an equation computes. It works from
 the generic structure of the IR (an equation has ``op``, ``args``, ``outs`` and
 parameters; a value of the form ``{"params", "eqns", "results"}`` is a nested function;
-``transforms`` is a chain of the five structural transforms) and from the typing rules
-of :mod:`fuzz.typecheck`, the one definition of validity: the type of each value
+``transforms`` is a chain of the transforms of ``fuzz.typecheck.TRANSFORMS``) and from
+the typing rules of :mod:`fuzz.typecheck`, the one definition of validity: the type of each value
 (:class:`fuzz.typecheck.Ty`, shape and vma) is computed by
 :func:`fuzz.typecheck.function_types` on each equation, whatever its op. So an op
 added to the typing rules later is reduced with no change here. Candidates that break
@@ -33,7 +33,8 @@ strictly decreases it, so a reduction terminates:
 2. ``values``: for each input log2(elements) + rank, plus log2 of each mesh axis size;
 3. ``params``: parameter complexity (true booleans, absolute values of integers and
    lengths of lists among equation parameters; non-null PartitionSpec entries and
-   ``axis_names`` / ``axis_name`` / ``spmd_axis_name`` / in_axes / out_axes;
+   ``axis_names`` / ``axis_name`` / ``spmd_axis_name`` / a checkpoint's ``policy`` /
+   in_axes / out_axes;
    ``check_vma=False``; grad ``argnums``; ``value_and_grad``; input specs and nonzero
    seeds; an Explicit mesh);
 4. ``names``: 0 when names are canonical (v1.., a1.., f0.., x0.., cb1..), else 1.
@@ -58,8 +59,8 @@ addressed by a path of JSON keys from the program's root):
    axis names becomes the identity), shrink an axis to 1 or by half.
 7. ``shapes``: input dims to 1 or by half, drop a dim (and its spec entries).
 8. ``params``: equation booleans to False, integers toward 0, lists lose an element;
-   check_vma to True; axis_names, axis_name, spmd_axis_name, spec entries, in_axes /
-   out_axes to null (or 0); input spec to null, seed to 0; mesh axis_type to auto.
+   check_vma to True; axis_names, axis_name, spmd_axis_name, a checkpoint's policy,
+   spec entries, in_axes / out_axes to null (or 0); input spec to null, seed to 0; mesh axis_type to auto.
 
 After the fixed point, names are made canonical (:func:`canonical`) if the predicate
 still holds. Every candidate is first *repaired*: a step that changes a value's rank
@@ -204,6 +205,7 @@ def _chain_score(chain: list) -> int:
         if t.get("axis_names") is not None:
             s += 1 + len(t["axis_names"])
         s += (t.get("axis_name") is not None) + (t.get("spmd_axis_name") is not None)
+        s += t.get("policy") is not None
         s += sum(_spec_score(x) for x in (t.get("in_specs") or []) + (t.get("out_specs") or []))
         s += sum(1 + a for a in (t.get("in_axes") or []) + (t.get("out_axes") or []) if a is not None)
     return s
@@ -524,7 +526,7 @@ def _without_dead_code(program: dict) -> dict | None:
 
 # ----------------------------------------------------------------------------- chain surgery
 # Transforms whose outputs this module can map to their body's results when one is dropped.
-_MAPPED_OUTPUTS = ("jit", "shard_map", "vmap", "grad", "value_and_grad")
+_MAPPED_OUTPUTS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "checkpoint")
 
 
 def _drop_output(chain: list, k: int):
@@ -1216,8 +1218,8 @@ def _drop_input_dim(ix, k, d, call):
 def _pass_params(ix: _Index, call, start):
     """Simplify parameters one at a time: equation booleans to False, integers toward 0,
     lists lose an element; shard_map check_vma to True, axis_names to null, spec entries
-    to null or one axis fewer; vmap axis_name / spmd_axis_name to null, in_axes / out_axes
-    to 0 or null; input spec to null (or an entry), seed to 0; mesh axis_type to auto."""
+    to null or one axis fewer; vmap axis_name / spmd_axis_name and checkpoint policy to
+    null, in_axes / out_axes to 0 or null; input spec to null (or an entry), seed to 0; mesh axis_type to auto."""
     makes = []
 
     def setter(path, key, value):
@@ -1242,7 +1244,7 @@ def _pass_params(ix: _Index, call, start):
             tp = cpath + (ti,)
             if t.get("check_vma") is False:
                 makes.append(setter(tp, "check_vma", True))
-            for key in ("axis_names", "axis_name", "spmd_axis_name"):
+            for key in ("axis_names", "axis_name", "spmd_axis_name", "policy"):
                 if t.get(key) is not None:
                     makes.append(setter(tp, key, None))
             for key in ("in_specs", "out_specs"):

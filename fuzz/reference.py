@@ -10,6 +10,8 @@ enclosing vmap axes) is one array of shape ``(size_1, ..., size_k) + shape``.
   out_specs (an axis an output does not name contributes its index-0 copy, which the
   typing rules make identical to the others).
 - vmap: the batch dim becomes a named axis; out_axes=None takes index 0 (invariant).
+- checkpoint (``jax.checkpoint``): the identity, whatever the policy (a policy only
+  chooses which residuals are saved for the backward pass, not values).
 - collectives: explicit reductions, stacks, rolls and reshapes over the named dims.
 - grad: ``jax.grad`` of the reference. Inside a shard_map body with ``check_vma=True``
   the loss is the *global* loss (summed over the devices it varies over, counted once
@@ -136,7 +138,7 @@ class Reference:
         t, rest = transforms[0], transforms[1:]
         kind = t["kind"]
         inner_ctx, inner_ts = T.enter(t, ctx, ts)
-        if kind == "jit":
+        if kind in ("jit", "checkpoint"):
             outs, out_ts = self.call(rest, fn, inner_ctx, xs, inner_ts, env)
         elif kind == "shard_map":
             outs, out_ts = self.shard_map(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)

@@ -26,7 +26,7 @@ import re
 import numpy as np
 
 from fuzz import ops as O
-from fuzz.typecheck import ProgramError, check_identifier, check_program
+from fuzz.typecheck import CHECKPOINT_POLICIES, ProgramError, check_identifier, check_program
 
 NEWEST_CAPS = {"shard_map": "jax", "check_kw": "check_vma", "partial_manual": "axis_names", "explicit": True}
 
@@ -53,7 +53,6 @@ _JVP_SRC = [
     "        outs, out_tangents = jax.jvp(f, a, tangents)",
     "        return (*outs, *out_tangents)",
     "    return g"]
-
 
 def _linear_helpers(helpers: set) -> list:
     """Source lines (each definition preceded by two blank lines) of the wsum / vjp / jvp helpers used."""
@@ -158,6 +157,13 @@ class _Renderer:
         if k in ("vjp", "jvp"):
             self.helpers.add(k)
             return f"tuple_{k}({f}, {_int(t['seed'])})"
+        if k == "checkpoint":
+            policy = t["policy"]
+            if policy is None:
+                return f"jax.checkpoint({f})"
+            if policy not in CHECKPOINT_POLICIES:
+                raise ProgramError(f"unknown checkpoint policy {str(policy)[:40]!r}")
+            return f"jax.checkpoint({f}, policy=jax.checkpoint_policies.{policy})"
         if k == "vmap":
             axes = lambda xs: _tuple_source("None" if a is None else _int(a) for a in xs)  # noqa: E731
             kw = [f"in_axes={axes(t['in_axes'])}", f"out_axes={axes(t['out_axes'])}"]

@@ -28,6 +28,10 @@ Semantics follow JAX's documentation:
   underneath, any number of outputs; not inside a shard_map body (measured on jax 0.10.2:
   a constant cotangent of a varying output is refused, "unexpected JAX type ... expected
   float32[2]{V:x}").
+- checkpoint (``jax.checkpoint``, with a ``policy`` of ``jax.checkpoint_policies``): the
+  identity on values and types; under grad / vjp / jvp no io_callback inside (measured on
+  jax 0.4.26 and 0.10.2: "Effects not supported in partial-eval of `checkpoint`/`remat`",
+  a NotImplementedError under grad and vjp).
 """
 from __future__ import annotations
 
@@ -50,7 +54,16 @@ REDUCING_COLLECTIVES = ("psum", "pmax", "pmin", "pmean")
 COLLECTIVES = O.names("collective")
 # Ops whose derivative is a convention (ties): never under grad.
 TIE_OPS = tuple(n for n, op in O.REGISTRY.items() if not op.grad_ok)
-TRANSFORMS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp")
+TRANSFORMS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp", "checkpoint")
+# jax.checkpoint's policies the program model names (jax.checkpoint_policies.<name>, present on
+# jax 0.4.26 to 0.10.2, checked); None: no policy (remat everything).
+CHECKPOINT_POLICIES = (None, "everything_saveable", "nothing_saveable", "dots_saveable")
+# A rule of the context (Ctx.rules) inside a checkpoint under grad / vjp / jvp: no effect
+# there (fuzz.typecheck.enter; "Effects not supported in partial-eval of `checkpoint`/`remat`").
+NO_EFFECTS = "no_effects_in_remat"
+# Op families whose ops have an effect remat refuses (io_callback; not the debug callbacks,
+# measured): refused where NO_EFFECTS holds.
+EFFECT_FAMILIES = ("io_callback",)
 
 # Identifiers of a program (function, parameter, variable, input and mesh/vmap axis
 # names, callback tags) reach the rendered Python source: they must match this pattern
@@ -91,6 +104,8 @@ def eqn_types(eqn: dict, args: list, ctx: Ctx) -> list:
     if not op.grad_ok:
         _require(not ctx.in_grad, f"{op.name} {op.no_grad_reason}: not under grad")
     _require(f"no_op:{op.name}" not in ctx.rules, f"this JAX release has no {op.name} (it came in {op.since})")
+    _require(not effect_refused(op, ctx), f"{op.name} inside a checkpoint under grad / vjp / jvp "
+                                          "(\"Effects not supported in partial-eval of `checkpoint`/`remat`\")")
     _require(op.explicit_ok or not ctx.explicit or ctx.manual,
              f"{op.name} on an Explicit mesh outside shard_map (sharding types: not modelled)")
     want = op.arg_dtypes(eqn)
@@ -98,6 +113,18 @@ def eqn_types(eqn: dict, args: list, ctx: Ctx) -> list:
     for k, (a, dt) in enumerate(zip(args, want)):
         _require(a.dtype == dt, f"{op.name} argument {k} must be {dt}, not {a.dtype}")
     return list(op.types(eqn, args, ctx))
+
+
+def effect_refused(op, ctx: Ctx) -> bool:
+    """Whether ``op`` (a registry entry) has a side effect and ``ctx`` is inside a checkpoint under a derivative.
+
+    jax.checkpoint's partial evaluation (under grad and vjp) raises NotImplementedError
+    "Effects not supported in partial-eval of `checkpoint`/`remat`" for an io_callback,
+    ordered or not (measured on jax 0.4.26 and 0.10.2); under jvp it runs, but the rule
+    holds under every derivative (Ctx does not tell them apart). jax.debug.callback,
+    jax.debug.print and pure_callback run there (measured on both releases): not refused.
+    """
+    return op.family in EFFECT_FAMILIES and NO_EFFECTS in ctx.rules
 
 
 def vmap_axis_name(t: dict, ctx: Ctx) -> str:
@@ -110,6 +137,9 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
     kind = t["kind"]
     if kind == "jit":
         return replace(ctx, jit=True), list(args)
+    if kind == "checkpoint":
+        _require(t["policy"] in CHECKPOINT_POLICIES, f"unknown checkpoint policy {str(t['policy'])[:40]!r}")
+        return (replace(ctx, rules=ctx.rules | {NO_EFFECTS}) if ctx.in_grad else ctx), list(args)
     if kind in ("grad", "value_and_grad"):
         _require(len(t["argnums"]) == len(set(t["argnums"])), "argnums repeat")
         _require(all(0 <= i < len(args) for i in t["argnums"]), "argnums out of range")
@@ -198,7 +228,7 @@ def _check_spec(spec: list, rank: int, names: list, ctx: Ctx) -> None:
 def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
     """Apply one transform's output side: outer result types from inner result types."""
     kind = t["kind"]
-    if kind == "jit":
+    if kind in ("jit", "checkpoint"):
         return list(results)
     if kind in ("grad", "value_and_grad"):
         _require(len(results) == 1 and results[0].shape == (), "grad needs exactly one scalar result")

@@ -8,10 +8,10 @@ away. Structure is drawn first (mesh, inputs, transform chain), leaves last, and
 programs: fewer axes, size-1 dims, no transforms, ``jit`` before the others.
 
 The grammar (see ``docs/program.md``): a call applies a chain of transforms (jit,
-shard_map, vmap, grad, value_and_grad, vjp, jvp) to a function; a function body is a list
-of equations: elementwise, broadcasting, reductions (a seeded weighted sum ``wsum``
-among them, also as the loss of a grad), matmul, transpose, collectives over
-any axis name in scope, io_callback (ordered or not), and nested calls whose bodies
+shard_map, vmap, grad, value_and_grad, vjp, jvp, checkpoint) to a function; a
+function body is a list of equations: elementwise, broadcasting, reductions (a seeded
+weighted sum ``wsum`` among them, also as the loss of a grad), matmul, transpose,
+collectives over any axis name in scope, io_callback (ordered or not), and nested calls whose bodies
 may capture any variable of the enclosing scopes.
 """
 from __future__ import annotations
@@ -124,12 +124,17 @@ class _Gen:
             # seeded (co)tangents: not inside a shard_map body (fuzz.typecheck.enter), float arguments only
             if args and all(floats) and not ctx.manual:
                 kinds += ["vjp", "jvp"]
+        # the identity on types, so also inside a grad's chain; last, as Hypothesis favours the
+        # first entries of a sampled_from
+        kinds.append("checkpoint")
         kinds = [k for k in kinds if k not in self.disabled]
         if not kinds:
             return None
         kind = draw(st.sampled_from(kinds))
         if kind == "jit":
             return {"kind": "jit"}
+        if kind == "checkpoint":
+            return {"kind": "checkpoint", "policy": draw(st.sampled_from(T.CHECKPOINT_POLICIES))}  # None first
         if kind in ("grad", "value_and_grad"):
             pool = grad_args if kind == "grad" else [i for i in range(len(args)) if floats[i]]
             argnums = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=len(pool), unique=True))
@@ -301,7 +306,7 @@ class _Gen:
         families = {}
         for op in O.REGISTRY.values():
             if op.name in self.disabled or (ctx.in_grad and not op.grad_ok) or f"no_op:{op.name}" in ctx.rules \
-                    or (ctx.explicit and not ctx.manual and not op.explicit_ok):
+                    or (ctx.explicit and not ctx.manual and not op.explicit_ok) or T.effect_refused(op, ctx):
                 continue
             families.setdefault(op.family, []).append(op)
         if depth < self.max_depth and self.nest < self.max_depth and "call" not in self.disabled and scope.floats():
@@ -393,8 +398,9 @@ def chain_variants(program: dict, call: dict, caps: dict | None = None, disabled
     """Other wrappings of a call's function that type-check on the same inputs.
 
     Toggling the outer jit (adding it only when "jit" is not ``disabled``), spmd_axis_name
-    on a vmap, check_vma on a shard_map, and dropping a shard_map (the function then sees
-    global shapes: seed-A-like pairs).
+    on a vmap, check_vma on a shard_map, dropping a shard_map (the function then sees
+    global shapes: seed-A-like pairs) and dropping a checkpoint (the identity on values:
+    the differential oracle judges both calls).
     """
     chain = call["transforms"]
     cands = []
@@ -405,7 +411,7 @@ def chain_variants(program: dict, call: dict, caps: dict | None = None, disabled
     for i, t in enumerate(chain):
         if t["kind"] == "vmap" and t["spmd_axis_name"] is not None:
             cands.append(chain[:i] + [{**t, "spmd_axis_name": None}] + chain[i + 1:])
-        if t["kind"] == "shard_map":
+        if t["kind"] in ("shard_map", "checkpoint"):
             cands.append(chain[:i] + chain[i + 1:])
     if any(t["kind"] == "shard_map" for t in chain):  # nested shard_maps keep one check_vma: toggle all
         cands.append([{**t, "check_vma": not t["check_vma"]} if t["kind"] == "shard_map" else t for t in chain])

@@ -1,0 +1,231 @@
+"""The ``checkpoint`` transform (jax.checkpoint with a policy).
+
+Typing rules (the identity), what they refuse, the reference against JAX, the rendered
+source, the generator, the reducer (policy toward null, the transform dropped), the
+report's features and the export's documentation links.
+"""
+import copy
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+from fuzz import typecheck as T
+from fuzz.export import DOCS, _label, feature_docs
+from fuzz.features import features
+from fuzz.program import validate_program
+from fuzz.reduce import candidates, reduce_program
+from fuzz.reference import evaluate, make_input
+from fuzz.render import render, render_repro
+from fuzz.typecheck import ProgramError, check_program
+from helpers import JIT, call, eqn, fn, program, shard_map
+from strategies.programs import chain_variants, programs
+
+GRAD = {"kind": "grad", "argnums": [0]}
+
+
+def ckpt(policy=None):
+    return {"kind": "checkpoint", "policy": policy}
+
+
+# v = sin(a) * b: two arguments, one result; l: a weighted sum of v (a grad's loss)
+BODY = fn(["a", "b"], [eqn("sin", ["a"], ["s"]), eqn("mul", ["s", "b"], ["v"])], ["v"])
+LOSS = fn(["a", "b"], BODY["eqns"] + [eqn("wsum", ["v"], ["l"], seed=5)], ["l"])
+
+
+def two_inputs(calls, functions=None, mesh=(("x", 2),)):
+    """Inputs x0 (4, 2) and x1 (2,); the functions the calls name (default: f0 = BODY, f1 = LOSS)."""
+    functions = functions or {"f0": BODY, "f1": LOSS}
+    used = {c["function"] for c in calls}
+    return program(mesh=mesh, inputs=[("x0", (4, 2), 1), ("x1", (2,), 2)],
+                   functions={n: f for n, f in functions.items() if n in used}, calls=calls)
+
+
+# ------------------------------------------------------------------ typing rules
+def test_checkpoint_is_the_identity_on_types():
+    p = two_inputs([call("f0", [ckpt("dots_saveable")], ["x0", "x1"]), call("f0", [], ["x0", "x1"]),
+                    call("f1", [GRAD, ckpt("nothing_saveable")], ["x0", "x1"]), call("f1", [GRAD], ["x0", "x1"])])
+    validate_program(p)
+    with_ckpt, plain, grad_ckpt, grad = check_program(p)
+    assert with_ckpt == plain == [T.Ty((4, 2))]
+    assert grad_ckpt == grad == [T.Ty((4, 2))]
+
+
+@pytest.mark.parametrize("transforms,match", [
+    ([ckpt("bogus")], "unknown checkpoint policy"),
+])
+def test_typing_rules_refuse(transforms, match):
+    p = two_inputs([call("f0", transforms, ["x0", "x1"])])
+    with pytest.raises(ProgramError, match=match):
+        check_program(p)
+    with pytest.raises(ProgramError):
+        validate_program(p)  # the schema or the typing rules
+
+
+CALLBACK_LOSS = fn(["a"], [eqn("io_callback", ["a"], [], tag="cb1", ordered=False, returns=False,
+                               stop_gradient=True),
+                           eqn("sum", ["a"], ["l"], axis=None)], ["l"])
+
+
+@pytest.mark.parametrize("transforms,ok", [
+    ([GRAD, ckpt()], False),  # "Effects not supported in partial-eval of `checkpoint`/`remat`"
+    ([GRAD, JIT, ckpt("everything_saveable")], False),
+    ([{"kind": "vjp", "seed": 3}, ckpt()], False),
+    ([ckpt(), GRAD], True),  # the checkpoint outside the derivative: measured to run
+    ([GRAD], True),
+])
+def test_io_callback_is_refused_inside_a_checkpoint_under_a_derivative(transforms, ok):
+    p = program(inputs=[("x0", (4,), 1)], functions={"f0": CALLBACK_LOSS}, calls=[call("f0", transforms, ["x0"])])
+    if ok:
+        check_program(p)
+    else:
+        with pytest.raises(ProgramError, match="checkpoint under grad"):
+            check_program(p)
+
+
+def test_the_rule_reaches_nested_calls():
+    nested = fn(["a"], [eqn("call", ["a"], ["l"], transforms=[ckpt()], fn=CALLBACK_LOSS)], ["l"])
+    p = program(inputs=[("x0", (4,), 1)], functions={"f0": nested}, calls=[call("f0", [GRAD], ["x0"])])
+    with pytest.raises(ProgramError, match="checkpoint under grad"):
+        check_program(p)
+    p["calls"] = [call("f0", [], ["x0"])]
+    check_program(p)
+
+
+# ------------------------------------------------------------------ reference and source
+def test_the_reference_is_the_identity():
+    p = two_inputs([call("f0", [ckpt("dots_saveable")], ["x0", "x1"])])
+    (c,), = evaluate(p)["results"]
+    x0, x1 = make_input(1, (4, 2)), make_input(2, (2,))
+    np.testing.assert_allclose(c, np.sin(x0) * x1, rtol=1e-6)
+
+
+def test_rendering():
+    p = two_inputs([call("f0", [ckpt("nothing_saveable")], ["x0", "x1"]), call("f0", [ckpt()], ["x0", "x1"]),
+                    call("f0", [JIT, ckpt("dots_saveable")], ["x0", "x1"])])
+    src = render(p)
+    assert "jax.checkpoint(f0, policy=jax.checkpoint_policies.nothing_saveable)" in src
+    assert "jax.checkpoint(f0)" in src
+    assert "jax.jit(jax.checkpoint(f0, policy=jax.checkpoint_policies.dots_saveable))" in src
+    compile(src, "<program>", "exec")
+    bad = copy.deepcopy(p)
+    bad["calls"][0]["transforms"][0]["policy"] = "x; import os"
+    with pytest.raises(ProgramError):
+        render(bad)
+    repro = render_repro(p, None, {"oracle": "differential", "kind": "wrong-values", "message": "", "call": 2})
+    assert "jax.checkpoint(f0, policy=jax.checkpoint_policies.dots_saveable)" in repro
+    compile(repro, "<repro>", "exec")
+
+
+def test_reference_agrees_with_jax(worker):
+    # checkpoint inside shard_map, under grad / vjp / jvp, every policy
+    import oracles
+
+    sm = shard_map([[["x"], None], [None]], [[["x"], None]])
+    # a shard_map body: checkpoint(psum(sin(c) * d over x)), then a weighted sum
+    sm_loss = fn(["a", "b"], [eqn("call", ["a", "b"], ["v"], transforms=[ckpt("dots_saveable")],
+                                  fn=fn(["c", "d"], [eqn("sin", ["c"], ["s"]), eqn("mul", ["s", "d"], ["m"]),
+                                                     eqn("psum", ["m"], ["r"], axes=["x"])], ["r"])),
+                              eqn("wsum", ["v"], ["l"], seed=7)], ["l"])
+    p = two_inputs([call("f0", [ckpt(), sm], ["x0", "x1"]),
+                    call("f0", [JIT, sm, ckpt("nothing_saveable")], ["x0", "x1"]),
+                    call("f1", [GRAD, ckpt()], ["x0", "x1"]),
+                    call("f1", [JIT, GRAD, ckpt("everything_saveable")], ["x0", "x1"]),
+                    call("f1", [{"kind": "value_and_grad", "argnums": [0, 1]}, JIT, ckpt("nothing_saveable")],
+                         ["x0", "x1"]),
+                    call("f0", [{"kind": "vjp", "seed": 4}, ckpt("dots_saveable")],
+                         ["x0", "x1"]),
+                    call("f0", [{"kind": "jvp", "seed": 9}, ckpt()], ["x0", "x1"]),
+                    call("f2", [JIT, {"kind": "grad", "argnums": [0, 1]}, shard_map([[["x"], None], [None]], [[]])],
+                         ["x0", "x1"])],
+                   functions={"f0": BODY, "f1": LOSS, "f2": sm_loss})
+    validate_program(p)
+    out = worker.run(render(p, worker.caps), timeout=240)
+    assert out["status"] == "ok", out
+    assert all(c["ok"] for c in out["calls"]), [c.get("error") for c in out["calls"]]
+    found = oracles.judge(p, out, evaluate(p))
+    assert not found, [f.signature for f in found]
+
+
+# ------------------------------------------------------------------ generator
+def chains(p: dict) -> list:
+    out = [c["transforms"] for c in p["calls"]]
+
+    def walk(f):
+        for e in f["eqns"]:
+            if e["op"] == "call":
+                out.append(e["transforms"])
+                walk(e["fn"])
+
+    for f in p["functions"].values():
+        walk(f)
+    return out
+
+
+def drawn(max_examples: int, disabled=frozenset()) -> dict:
+    """How many of the derandomized drawn programs use a checkpoint (each one checked)."""
+    seen = {"checkpoint": 0, "policy": 0, "programs": 0}
+
+    @settings(max_examples=max_examples)
+    @given(programs(disabled=disabled))
+    def check(p):
+        validate_program(p)
+        compile(render(p), "<program>", "exec")
+        names, _ = features(p)
+        seen["programs"] += 1
+        seen["checkpoint"] += "checkpoint" in names
+        seen["policy"] += any(n.startswith("checkpoint_policy:") for n in names)
+
+    check()
+    return seen
+
+
+def test_the_generator_draws_it_but_it_does_not_dominate():
+    # the other transforms left out: it is drawn, policies too
+    seen = drawn(30, frozenset({"shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp"}))
+    assert seen["checkpoint"] > 0 and seen["policy"] > 0, seen
+    # every transform: a minority of programs
+    seen = drawn(40)
+    assert seen["checkpoint"] < seen["programs"] / 2, seen
+
+
+def test_disabling_it_leaves_programs_without_it():
+    @settings(max_examples=20)
+    @given(programs(disabled=frozenset({"checkpoint"})))
+    def check(p):
+        assert "checkpoint" not in {t["kind"] for ch in chains(p) for t in ch}
+
+    check()
+
+
+def test_chain_variants_drop_a_checkpoint():
+    p = two_inputs([call("f0", [JIT, ckpt("dots_saveable"), JIT], ["x0", "x1"])])
+    variants = chain_variants(p, p["calls"][0])
+    assert [JIT] not in variants  # jit and checkpoint are toggled one at a time
+    assert [JIT, JIT] in variants and [ckpt("dots_saveable"), JIT] in variants
+
+
+# ------------------------------------------------------------------ reducer, features, export
+def test_the_reducer_simplifies_the_policy_and_drops_the_transform():
+    p = two_inputs([call("f0", [JIT, ckpt("dots_saveable"), JIT], ["x0", "x1"])], functions={"f0": BODY})
+    steps = [c for _, c, _ in candidates(p, 0)]
+    assert any(c["calls"][0]["transforms"][1] == ckpt() for c in steps if len(c["calls"][0]["transforms"]) == 3)
+
+    def has(kind):
+        return lambda q, k: any(t["kind"] == kind for ch in chains(q) for t in ch)
+
+    no_ckpt = reduce_program(p, has("jit"), 0, max_seconds=60)
+    assert no_ckpt.reduced and no_ckpt.program["calls"][0]["transforms"] == [JIT]
+    kept_ckpt = reduce_program(p, has("checkpoint"), 0, max_seconds=60)
+    assert kept_ckpt.reduced and kept_ckpt.program["calls"][0]["transforms"] == [ckpt()]
+
+
+def test_features_and_documentation():
+    p = two_inputs([call("f0", [ckpt("dots_saveable"), JIT], ["x0", "x1"])])
+    names, depth = features(p)
+    assert {"checkpoint", "checkpoint_policy:dots_saveable", "jit"} <= names
+    assert depth == 2
+    docs = dict(feature_docs(p))
+    assert docs["checkpoint"][1] == "https://docs.jax.dev/en/latest/_autosummary/jax.checkpoint.html"
+    assert set(docs) <= set(DOCS)
+    assert _label(p, 0) == "checkpoint(jit(f0), policy=dots_saveable)"
