@@ -404,6 +404,7 @@ class Campaign:
         deadline = deadline or self.start + self.seconds + self.shrink_seconds
         budget = min(REDUCE_SECONDS, max(1.0, deadline - time.monotonic()))
         self.reducing = signature
+        self.runner.trust_fresh = True  # (a candidate must show this signature: see Runner)
         try:
             r = reduce_program(rec.program, lambda p, c: show(p, c) is not None, want.call,
                                max_runs=REDUCE_RUNS, max_seconds=budget, caps=self.caps)
@@ -411,6 +412,7 @@ class Campaign:
             return signature
         finally:
             self.reducing = None
+            self.runner.trust_fresh = False
         final = show(r.program, r.call)
         if final is None:  # flaky: keep the program as found
             return signature

@@ -57,6 +57,13 @@ class Runner:
     PYTHONHASHSEED; ``timeout``: seconds per program (None: :func:`default_timeout`);
     ``source_hook``: applied to each rendered source before it runs (fault injection in
     tests). Raises fuzz.execute.WorkerError if a worker does not start.
+
+    ``trust_fresh`` (default False): a crash or hang of a worker that had run nothing since
+    it started counts as confirmed without a second run. The reducers set it while they
+    run candidates of a crash: a candidate is kept only when it shows the recorded
+    finding's signature (signal and ``Check failed`` line), which a kill from outside
+    would not, and most candidates of a crash crash too, each in the worker the last
+    crash restarted, so the second run would only double their cost.
     """
 
     def __init__(self, python: str | None = None, determinism: bool = True, timeout: float | None = None,
@@ -73,6 +80,7 @@ class Runner:
         self.caps = self.worker.caps
         self.history: deque = deque(maxlen=HISTORY)  # (source, program) of the worker's last programs
         self.stats = Stats()
+        self.trust_fresh = False
 
     def run(self, program: dict) -> tuple:
         """Execute and judge one program: (findings, rendered source).
@@ -100,6 +108,7 @@ class Runner:
         timeout = self.timeout or default_timeout(program)
         lower = "after" if self.lowerer else False
         t0 = time.perf_counter()
+        fresh = self.worker.programs_run == 0  # nothing ran in this worker since it started
         if self.lowerer is not None:
             self.lowerer.submit(source, "only")
         self.worker.submit(source, lower=lower)
@@ -115,7 +124,10 @@ class Runner:
         self.history.append((source, program))
         lowering_note = ""
         if outcome["status"] != "ok":
-            outcome["history"] = self.confirm(source, outcome, history, timeout, lower)
+            if fresh and self.trust_fresh:
+                outcome["history"] = []  # it failed alone in a fresh worker already (see trust_fresh)
+            else:
+                outcome["history"] = self.confirm(source, outcome, history, timeout, lower)
             self.history.clear()
             if outcome["history"] is None:
                 self._unconfirmed("execute", outcome)

@@ -72,3 +72,32 @@ def test_the_lowering_workers_crashes_are_confirmed_too(tmp_path):
     assert c.stats.unconfirmed_total == 1 and c.stats.unconfirmed[0]["worker"] == "lowering"
     assert [(f.oracle, f.kind) for f in second] == [("crash", "SIGABRT")]
     assert "reproduced alone in a fresh lowering worker" in second[0].details
+
+
+def test_a_reducer_trusts_the_crash_of_a_fresh_worker_and_confirms_any_other():
+    """Runner.trust_fresh: a crash of a worker that ran nothing before needs no second run; after another
+    program it is confirmed in a fresh worker as always."""
+    from fuzz.faults import inject
+    from fuzz.runner import Runner
+
+    plain = program(inputs=[("x0", (4,), 1)], functions={"f0": fn(["a"], [eqn("sin", ["a"], ["v"])], ["v"])},
+                    calls=[call("f0", [JIT], ["x0"])])
+    r = Runner(determinism=False, timeout=60, source_hook=lambda s: inject(s, "abort"))
+    confirms = []
+    confirm = r.confirm
+    r.confirm = lambda *a, **k: confirms.append(1) or confirm(*a, **k)
+    try:
+        r.trust_fresh = True
+        first, _ = r.run(callback_program())  # the worker's first program
+        again, _ = r.run(callback_program())  # in the worker the crash restarted: fresh again
+        assert confirms == []
+        assert r.run(plain)[0] == []
+        after, _ = r.run(callback_program())  # after another program: confirmed alone
+        assert confirms == [1]
+        r.trust_fresh = False
+        last, _ = r.run(callback_program())
+        assert confirms == [1, 1]
+    finally:
+        r.close()
+    for found in (first, again, after, last):
+        assert [(f.oracle, f.kind, f.history) for f in found] == [("crash", "SIGABRT", [])]
