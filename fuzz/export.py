@@ -112,6 +112,9 @@ DOCS = {
                    "checkpoint (remat) does not change what a function computes; its `policy` "
                    "(`jax.checkpoint_policies`) only chooses which intermediate values are saved for the backward "
                    "pass instead of recomputed"),
+    "lax_map": ("jax.lax.map", "https://docs.jax.dev/en/latest/_autosummary/jax.lax.map.html",
+                "`lax.map(f, xs)` applies f to each slice of xs along its leading axis and stacks the results "
+                "along the leading axis, like vmap, as a loop (a scan)"),
 }
 _COLLECTIVES = ("psum", "pmax", "pmin", "pmean", "all_gather", "psum_scatter", "ppermute", "all_to_all", "axis_index")
 
@@ -403,6 +406,8 @@ def _label(program: dict, k: int | None) -> str:
             expr = f"shard_map({inner}, axis_names={set(t['axis_names'])!r})"
         elif t["kind"] == "checkpoint" and t.get("policy") is not None:
             expr = f"checkpoint({inner}, policy={t['policy']})"
+        elif t["kind"] == "map":
+            expr = f"lax.map({inner})"
         else:
             expr = f"{t['kind']}({inner})"
     return expr
@@ -453,7 +458,7 @@ def feature_docs(program: dict) -> list:
     names, _ = features(program)
     keys = []
     for key in ("jit", "shard_map", "partial_manual", "check_vma_off", "vmap", "vmap_axis_name", "spmd_axis_name",
-                "grad", "value_and_grad", "checkpoint", "explicit_mesh"):
+                "grad", "value_and_grad", "checkpoint", "lax_map", "explicit_mesh"):
         if key in names:
             keys.append(key)
     if any(n.startswith("io_callback") for n in names):

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from fuzz import ops as O
 
+# Transform kinds whose feature name differs: JAX's name (``jax.lax.map``), not the IR's.
+KIND_FEATURES = {"map": "lax_map"}
+
 
 def _walk_function(fn: dict, outer: set, out: set, depth: int) -> int:
     """Collect features of a function body; returns the deepest transform nesting below it."""
@@ -23,7 +26,7 @@ def _walk_function(fn: dict, outer: set, out: set, depth: int) -> int:
 
 def _walk_chain(transforms: list, fn: dict, outer: set, out: set, depth: int) -> int:
     for t in transforms:
-        out.add(t["kind"])
+        out.add(KIND_FEATURES.get(t["kind"], t["kind"]))
         if t["kind"] == "checkpoint" and t["policy"] is not None:
             out.add(f"checkpoint_policy:{t['policy']}")
         if t["kind"] == "vmap":
@@ -43,7 +46,7 @@ def features(program: dict) -> tuple:
     """(set of feature names, nesting depth) of a program.
 
     Names: transform kinds (jit, shard_map, vmap, grad, value_and_grad, vjp, jvp,
-    checkpoint), checkpoint_policy:<name> (a checkpoint's
+    checkpoint, and lax_map for a ``map``), checkpoint_policy:<name> (a checkpoint's
     policy, ``jax.checkpoint_policies.<name>``), spmd_axis_name, vmap_axis_name, check_vma_off, partial_manual, capture (a function
     reads a variable of an enclosing scope), multi_call, explicit_mesh, and what each op
     of the registry names (:meth:`fuzz.ops.base.Op.features`: each collective, wsum,

@@ -526,7 +526,7 @@ def _without_dead_code(program: dict) -> dict | None:
 
 # ----------------------------------------------------------------------------- chain surgery
 # Transforms whose outputs this module can map to their body's results when one is dropped.
-_MAPPED_OUTPUTS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "checkpoint")
+_MAPPED_OUTPUTS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "checkpoint", "map")
 
 
 def _drop_output(chain: list, k: int):

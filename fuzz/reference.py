@@ -10,6 +10,8 @@ enclosing vmap axes) is one array of shape ``(size_1, ..., size_k) + shape``.
   out_specs (an axis an output does not name contributes its index-0 copy, which the
   typing rules make identical to the others).
 - vmap: the batch dim becomes a named axis; out_axes=None takes index 0 (invariant).
+- map (``jax.lax.map``): the vmap of :func:`fuzz.typecheck.as_vmap` (in_axes 0 or None,
+  out_axes 0): each iteration of the loop is one index of an unnamed axis.
 - checkpoint (``jax.checkpoint``): the identity, whatever the policy (a policy only
   chooses which residuals are saved for the backward pass, not values).
 - collectives: explicit reductions, stacks, rolls and reshapes over the named dims.
@@ -142,7 +144,7 @@ class Reference:
             outs, out_ts = self.call(rest, fn, inner_ctx, xs, inner_ts, env)
         elif kind == "shard_map":
             outs, out_ts = self.shard_map(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
-        elif kind == "vmap":
+        elif kind in ("vmap", "map"):
             outs, out_ts = self.vmap(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
         elif kind in ("vjp", "jvp"):
             outs, out_ts = self.linearized(t, rest, fn, inner_ctx, xs, inner_ts, env)
@@ -197,6 +199,7 @@ class Reference:
         return results, out_ts
 
     def vmap(self, t, rest, fn, ctx, inner_ctx, xs, inner_ts, env):
+        """A vmap, or a map as the vmap it is typed as (fuzz.typecheck.as_vmap): the batch dim becomes a named axis."""
         jnp = self.xp
         K = len(ctx.axes)
         b = inner_ctx.axes[-1].size
@@ -208,8 +211,9 @@ class Reference:
             else:
                 inner_xs.append(jnp.moveaxis(x, K + ax, K))
         outs, out_ts = self.call(rest, fn, inner_ctx, inner_xs, inner_ts, env)
+        out_axes = t["out_axes"] if t["kind"] == "vmap" else T.as_vmap(t, len(outs))["out_axes"]
         results = []
-        for r, ax in zip(outs, t["out_axes"]):
+        for r, ax in zip(outs, out_axes):
             results.append(r[(slice(None),) * K + (0,)] if ax is None else jnp.moveaxis(r, K, K + ax))
         return results, out_ts
 

@@ -54,8 +54,22 @@ _JVP_SRC = [
     "        return (*outs, *out_tangents)",
     "    return g"]
 
+# jax.lax.map takes one pytree of mapped arrays: the arguments whose in_axes entry is None
+# are passed through by closing over them (the program model's ``map`` transform).
+_LAX_MAP_SRC = [
+    "def lax_map(f, in_axes):  # jax.lax.map over dim 0 of the arguments whose in_axes entry is 0; the others "
+    "are closed over",
+    "    def g(*a):",
+    "        def body(xs):",
+    "            xs = iter(xs)",
+    "            return f(*[next(xs) if ax is not None else x for x, ax in zip(a, in_axes)])",
+    "        return jax.lax.map(body, tuple(x for x, ax in zip(a, in_axes) if ax is not None))",
+    "    return g"]
+_HELPERS = frozenset({"weights", "vjp", "jvp", "lax_map"})  # the helpers _linear_helpers emits
+
+
 def _linear_helpers(helpers: set) -> list:
-    """Source lines (each definition preceded by two blank lines) of the wsum / vjp / jvp helpers used."""
+    """Source lines (each definition preceded by two blank lines) of the wsum / vjp / jvp / lax.map helpers used."""
     out = []
     if helpers & {"weights", "vjp", "jvp"}:
         out += ["", ""] + _WEIGHTS_SRC
@@ -63,6 +77,8 @@ def _linear_helpers(helpers: set) -> list:
         out += ["", ""] + _VJP_SRC
     if "jvp" in helpers:
         out += ["", ""] + _JVP_SRC
+    if "lax_map" in helpers:
+        out += ["", ""] + _LAX_MAP_SRC
     return out
 
 
@@ -164,6 +180,11 @@ class _Renderer:
             if policy not in CHECKPOINT_POLICIES:
                 raise ProgramError(f"unknown checkpoint policy {str(policy)[:40]!r}")
             return f"jax.checkpoint({f}, policy=jax.checkpoint_policies.{policy})"
+        if k == "map":
+            if not all(a is None or _int(a) == "0" for a in t["in_axes"]):
+                raise ProgramError("map's in_axes are 0 or None")
+            self.helpers.add("lax_map")
+            return f"lax_map({f}, in_axes={_tuple_source('None' if a is None else '0' for a in t['in_axes'])})"
         if k == "vmap":
             axes = lambda xs: _tuple_source("None" if a is None else _int(a) for a in xs)  # noqa: E731
             kw = [f"in_axes={axes(t['in_axes'])}", f"out_axes={axes(t['out_axes'])}"]
@@ -337,7 +358,7 @@ class _Renderer:
                      "        a = [jax.sharding.reshard(x, s) for x, s in zip(a, in_specs)]",
                      "        return tuple(jax.sharding.reshard(y, P()) for y in f(*a))",
                      "    return g", ""]
-        head += _linear_helpers(self.helpers)[1:] + ([""] if self.helpers & {"weights", "vjp", "jvp"} else [])
+        head += _linear_helpers(self.helpers)[1:] + ([""] if self.helpers & _HELPERS else [])
         head.append("")
         for i in self.p["inputs"]:
             spec = "None" if i["spec"] is None else spec_source(i["spec"])

@@ -32,6 +32,8 @@ Semantics follow JAX's documentation:
   identity on values and types; under grad / vjp / jvp no io_callback inside (measured on
   jax 0.4.26 and 0.10.2: "Effects not supported in partial-eval of `checkpoint`/`remat`",
   a NotImplementedError under grad and vjp).
+- map (``jax.lax.map``, a scan over the leading axis): typed as a vmap without axis_name
+  or spmd_axis_name whose in_axes are 0 or None and whose out_axes are all 0.
 """
 from __future__ import annotations
 
@@ -54,7 +56,7 @@ REDUCING_COLLECTIVES = ("psum", "pmax", "pmin", "pmean")
 COLLECTIVES = O.names("collective")
 # Ops whose derivative is a convention (ties): never under grad.
 TIE_OPS = tuple(n for n, op in O.REGISTRY.items() if not op.grad_ok)
-TRANSFORMS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp", "checkpoint")
+TRANSFORMS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp", "checkpoint", "map")
 # jax.checkpoint's policies the program model names (jax.checkpoint_policies.<name>, present on
 # jax 0.4.26 to 0.10.2, checked); None: no policy (remat everything).
 CHECKPOINT_POLICIES = (None, "everything_saveable", "nothing_saveable", "dots_saveable")
@@ -73,7 +75,7 @@ IDENTIFIER = re.compile(r"[a-z][a-z0-9_]{0,15}")
 RENDER_NAMES = frozenset({
     "jax", "jnp", "np", "os", "contextlib", "io_callback", "shard_map", "mesh", "mesh_context", "Mesh",
     "NamedSharding", "P", "CALLS", "CALLBACK_LOG", "make_input", "log_callback", "tuple_grad",
-    "tuple_value_and_grad", "resharded", "weights", "tuple_vjp", "tuple_jvp", "expected", "check", "main",
+    "tuple_value_and_grad", "resharded", "weights", "tuple_vjp", "tuple_jvp", "lax_map", "expected", "check", "main",
     # names of the repro scripts (fuzz.render.REPRO_NAMES; a test keeps the two in step)
     "sys", "subprocess", "difflib", "re", "tempfile", "faulthandler", "base64", "seeded", "run_earlier", "record",
     "received", "check_outputs", "check_callbacks", "canonical", "lowering", "lowering_in", "out", "first",
@@ -127,6 +129,17 @@ def effect_refused(op, ctx: Ctx) -> bool:
     return op.family in EFFECT_FAMILIES and NO_EFFECTS in ctx.rules
 
 
+def as_vmap(t: dict, n_results: int = 0) -> dict:
+    """The vmap a ``map`` transform is typed and evaluated as: its in_axes (0 or None), out_axes all 0.
+
+    ``jax.lax.map(f, xs)`` applies ``f`` to each slice of ``xs`` along dim 0 and stacks the
+    results along dim 0 (the ``jax.lax.map`` docstring): a vmap with no axis_name.
+    ``n_results``: the number of out_axes entries (the body's results).
+    """
+    return {"kind": "vmap", "in_axes": list(t["in_axes"]), "out_axes": [0] * n_results, "axis_name": None,
+            "spmd_axis_name": None}
+
+
 def vmap_axis_name(t: dict, ctx: Ctx) -> str:
     """The name of the axis a vmap binds: its axis_name, or an internal one (never valid in a program)."""
     return t["axis_name"] or f"_vmap{ctx.n_vmap}"
@@ -140,6 +153,10 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
     if kind == "checkpoint":
         _require(t["policy"] in CHECKPOINT_POLICIES, f"unknown checkpoint policy {str(t['policy'])[:40]!r}")
         return (replace(ctx, rules=ctx.rules | {NO_EFFECTS}) if ctx.in_grad else ctx), list(args)
+    if kind == "map":
+        _require(all(ax is None or (type(ax) is int and ax == 0) for ax in t["in_axes"]),
+                 "map's in_axes are 0 (mapped over the leading dim) or None (passed through)")
+        return enter(as_vmap(t), ctx, args)
     if kind in ("grad", "value_and_grad"):
         _require(len(t["argnums"]) == len(set(t["argnums"])), "argnums repeat")
         _require(all(0 <= i < len(args) for i in t["argnums"]), "argnums out of range")
@@ -230,6 +247,8 @@ def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
     kind = t["kind"]
     if kind in ("jit", "checkpoint"):
         return list(results)
+    if kind == "map":
+        return exit_(as_vmap(t, len(results)), outer, inner, args, results)
     if kind in ("grad", "value_and_grad"):
         _require(len(results) == 1 and results[0].shape == (), "grad needs exactly one scalar result")
         loss = results[0]
