@@ -12,8 +12,10 @@ fuzz.provision; this interpreter for its own jax version) and gets a verdict:
 "Affected" means reproduces or fails differently. The search tests the two ends of the
 range (and the release the entry was recorded on, when inside), narrows the releases
 where the program is applicable (assuming "not applicable" is a prefix or suffix of
-the range: an API that appeared or went away), then binary-searches each change of
-status between two tested releases, **assuming at most one change between two tested
+the range: an API that appeared or went away), tests the newest release of every minor
+series in between (0.4.38, 0.5.3, 0.6.2, …: a program that fails on both ends may run
+in the middle, two bugs with one face), then binary-searches each change of status
+between two tested releases, **assuming at most one change between two tested
 releases** (a bug introduced and fixed between them is not seen). The result goes into
 the entry's ``releases`` field (written atomically, only when the bisect succeeds).
 """
@@ -33,8 +35,8 @@ from fuzz.util import version_tuple
 
 FAILS_DIFFERENTLY = "fails differently"
 AFFECTED = (REPRODUCES, FAILS_DIFFERENTLY)
-ASSUMPTION = ("at most one change of status between two tested releases; not applicable releases form a prefix "
-              "or a suffix of the range")
+ASSUMPTION = ("at most one change of status between two tested releases (the newest release of every minor "
+              "series is tested); not applicable releases form a prefix or a suffix of the range")
 
 
 class BisectError(Exception):
@@ -135,6 +137,14 @@ def search(versions: list, verdict_of, anchors=()) -> dict:
             mid = (lo + hi) // 2
             lo, hi = (lo, mid) if status(mid) == "n/a" else (mid, hi)
         b = lo
+
+    # one release of every minor series (its newest) as well: a bug fixed and brought back
+    # between the two ends (two changes) shows on one of them unless both happen in one series
+    series: dict = {}
+    for i in range(a, b + 1):
+        series[version_tuple(versions[i])[:2]] = i
+    for i in sorted(series.values()):
+        status(i)
 
     changes = []
 

@@ -182,3 +182,14 @@ def test_bisect_command_reports_a_release_that_cannot_be_installed(tmp_path, mon
     r = CliRunner().invoke(B.bisect, [str(tmp_path / "nope.json")])
     assert r.exit_code == 2 and "cannot read" in r.output
     json.loads(path.read_text())
+
+
+def test_a_program_that_fails_on_both_ends_but_runs_in_the_middle_is_not_called_affected_throughout():
+    """Two bugs with one face (measured: a spmd vmap of a shard_map closing over a constant fails on
+    0.4.26-0.4.35 and 0.8.0-0.10.2, runs on 0.4.36-0.7.2): the newest release of each minor series is tested."""
+    verdict_of, calls = fake(lambda v: DOES_NOT if (0, 4, 36) <= v < (0, 8, 0) else REPRODUCES)
+    r = B.search(VERSIONS, verdict_of)
+    assert (r["first_affected"], r["fixed_in"], r["last_affected"]) == ("0.4.26", "0.4.36", "0.4.35")
+    assert [(c["last"], c["first"]) for c in r["changes"]] == [("0.4.35", "0.4.36"), ("0.7.2", "0.8.0")]
+    assert {"0.5.3", "0.6.2", "0.7.2", "0.8.3", "0.9.2"} <= set(r["tested"])
+    assert "minor series" in r["assumption"]
