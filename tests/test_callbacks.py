@@ -206,3 +206,16 @@ def test_callbacks_run_everywhere_on_jax_0_4_26():
         check_everywhere(w)
     finally:
         w.kill()
+
+
+def test_a_wrong_result_of_a_pure_callback_is_a_differential_finding(worker):
+    # as if JAX handed back something else than the host function's result: every call that returns it differs
+    p = everywhere_program()
+    src = render(p, worker.caps)
+    assert src.count("return np.asarray(x) * 2 + 1") == 5
+    out = worker.run(src.replace("return np.asarray(x) * 2 + 1", "return np.asarray(x) * 2"), timeout=180)
+    assert out["status"] == "ok", out
+    found = oracles.judge(p, out, evaluate(p))
+    # (and the callbacks fed by such a result, in calls 0 to 3, receive other values)
+    assert {(f.oracle, f.call) for f in found} == ({("differential", k) for k in (0, 1, 2, 3, 5, 6, 7)}
+                                                   | {("callbacks", k) for k in (0, 1, 2, 3)}), found
