@@ -24,7 +24,7 @@ from fuzz import typecheck as T
 from fuzz.ops.base import Op, Scope
 from fuzz.render import NEWEST_CAPS
 
-AXIS_NAMES = ("x", "y", "z")
+AXIS_NAMES = ("x", "y", "z", "w")  # real models use up to four: data, fsdp, tensor, sequence
 VMAP_AXIS_NAMES = ("i", "j", "k", "l", "m")
 DIMS = (1, 2, 4, 8, 16)
 MAX_ELEMENTS = 4096
@@ -33,13 +33,13 @@ MAX_RANK = 4
 
 @st.composite
 def meshes(draw, caps: dict = NEWEST_CAPS, n_devices: int | None = None):
-    """A mesh record: 1-3 axes named x, y, z, sizes in {1, 2, 4, 8} with product <= n_devices.
+    """A mesh record: 1-4 axes named x, y, z, w, sizes in {1, 2, 4, 8} with product <= n_devices.
 
     ``n_devices`` defaults to the worker's (``caps["n_devices"]``), at most 8. Axis type
     "explicit" only where ``caps["explicit"]``.
     """
     n_devices = n_devices or min(8, caps.get("n_devices", 8))
-    n = draw(st.integers(1, 3))
+    n = draw(st.integers(1, 4))
     sizes, left = [], n_devices
     for _ in range(n):
         s = draw(st.sampled_from([s for s in (1, 2, 4, 8) if s <= left]))
