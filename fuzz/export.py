@@ -417,6 +417,7 @@ _TITLE_FEATURES = {"io_callback_result": "io_callback with a result", "io_callba
                    "io_callback_unordered": "io_callback", "spmd_axis_name": "spmd_axis_name",
                    "partial_manual": "partial-manual shard_map", "check_vma_off": "check_vma=False",
                    "capture": "closure", "explicit_mesh": "Explicit mesh", **{c: c for c in _COLLECTIVES},
+                   "checkpoint": "jax.checkpoint", "lax_map": "lax.map",
                    **{f"checkpoint_policy:{p}": f"checkpoint policy {p}" for p in CHECKPOINT_POLICIES if p}}
 
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 
 from fuzz import typecheck as T
-from fuzz.export import DOCS, _label, feature_docs
+from fuzz.export import DOCS, Case, _label, feature_docs, title
 from fuzz.features import features
 from fuzz.program import validate_program
 from fuzz.reduce import candidates, reduce_program
@@ -280,3 +280,9 @@ def test_features_and_documentation():
     assert docs["lax_map"][1] == "https://docs.jax.dev/en/latest/_autosummary/jax.lax.map.html"
     assert set(docs) <= set(DOCS)
     assert _label(p, 0) == "checkpoint(lax.map(f0), policy=dots_saveable)"
+    nested = two_inputs([call("f0", [JIT], ["x0", "x1"])], functions={"f0": fn(["a", "b"], [
+        eqn("call", ["a", "b"], ["v"], transforms=[ckpt("nothing_saveable")], fn=BODY)], ["v"])})
+    case = Case(name="t", oracle="internal-error", kind="builtins.ValueError", message="boom", signature="s", call=0,
+                program=nested, history=[], jax_version="0.10.2")
+    assert title(case) == ("`jit(f0)` (jax.checkpoint, checkpoint policy nothing_saveable) raises ValueError on a "
+                           "valid program: boom")
