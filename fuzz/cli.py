@@ -161,10 +161,10 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
               f"pass --database in a writable directory")
     corpus_signatures = {}
     if corpus_dir:
-        from fuzz.program import CorpusError, corpus_files
+        from fuzz.program import CorpusError, corpus_files, known_signatures
 
         try:
-            corpus_signatures = {e["signature"]: p.name for p, e in corpus_files(corpus_dir)}
+            corpus_signatures = known_signatures(corpus_files(corpus_dir))
         except CorpusError as e:
             _fail(f"{e} (or pass --corpus '' to fuzz without a corpus)")
     hook = None
@@ -444,18 +444,32 @@ def _short_source(source: str) -> str:
               help="1-based number of a finding in the report (repeatable; default: all).")
 @click.option("--triage", default="", help="Why the finding is a real JAX bug (stored in the entry).")
 @click.option("--corpus", "corpus_dir", default="corpus", show_default=True, type=click.Path(file_okay=False))
-def save(report_path, indexes, triage, corpus_dir):
+@click.option("--face-of", "face_of", default=None, type=click.Path(dir_okay=False),
+              help="A corpus entry of the same root cause: the findings' signatures become its faces "
+                   "(campaigns report them as known) instead of new entries; --triage says why.")
+def save(report_path, indexes, triage, corpus_dir, face_of):
     """Save findings of a campaign report as corpus entries (status open).
 
     All or nothing: every chosen finding is validated (schema, typing rules, an oracle
-    about JAX) before any file is written. A report is untrusted input.
+    about JAX) before any file is written. A report is untrusted input. With
+    ``--face-of ENTRY`` the findings are another face of ENTRY's bug (another message or
+    raise site of one root cause): their signatures are added to its ``faces``.
     """
-    from fuzz.program import CorpusError, entries_from_report, save_entries
+    from fuzz.program import CorpusError, add_faces, entries_from_report, load_entry, save_entries, write_entry
 
     try:
         with open(report_path) as f:
             report = json.load(f)
         entries = entries_from_report(report, indexes, triage, report_path)
+        if face_of is not None:
+            if not triage:
+                raise CorpusError("--face-of needs --triage: say why these findings are that entry's bug")
+            entry = load_entry(face_of)
+            if any(e["oracle"] != entry["oracle"] for e in entries):
+                raise CorpusError(f"--face-of {face_of}: a face must come from the same oracle ({entry['oracle']})")
+            write_entry(face_of, add_faces(entry, [e["signature"] for e in entries], triage))
+            click.echo(f"{face_of}: {len(entries)} face(s) added")
+            return
         for path, what in save_entries(corpus_dir, entries, triage):
             click.echo(f"{path}: {what}")
     except OSError as e:

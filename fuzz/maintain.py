@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from fuzz.program import CorpusError, corpus_files, entry_path, load_entry, write_entry
+from fuzz.program import CorpusError, add_faces, corpus_files, entry_path, load_entry, write_entry
 from fuzz.reduce import Reduction, reduce_program
 from fuzz.render import render
 from fuzz.runner import Runner
@@ -151,11 +151,11 @@ def _same_program(a: dict, b: dict) -> bool:
 
 
 def _merge(kept: dict, gone: dict) -> dict:
-    """``kept`` with the other entry's triage text appended (nothing a user wrote is lost)."""
-    t1, t2 = kept.get("triage", ""), gone.get("triage", "")
-    if t2 and t2 not in t1:
-        kept = {**kept, "triage": (t1 + "\n" if t1 else "") + f"(merged from {gone['signature'][:100]}) {t2}"}
-    return kept
+    """``kept`` with the other entry's triage text appended (nothing a user wrote is lost) and its
+    signatures kept as faces (campaigns go on reporting them as known)."""
+    t2 = gone.get("triage", "")
+    return add_faces(kept, [gone["signature"], *gone.get("faces", [])],
+                     f"(merged from {gone['signature'][:100]}) {t2}" if t2 else "")
 
 
 @click.command("reduce")

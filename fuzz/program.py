@@ -246,6 +246,26 @@ def load_corpus(directory: str | Path) -> list:
     return [entry for _, entry in corpus_files(directory)]
 
 
+def known_signatures(pairs: list) -> dict:
+    """{signature: entry file name} of corpus entries ``[(path, entry)]``: each entry's signature and its ``faces``."""
+    out = {}
+    for path, entry in pairs:
+        for sig in [entry["signature"], *entry.get("faces", [])]:
+            out.setdefault(sig, Path(path).name)
+    return out
+
+
+def add_faces(entry: dict, signatures: list, triage: str = "") -> dict:
+    """``entry`` with ``signatures`` (other than its own) added to its ``faces`` and ``triage`` appended to its triage."""
+    faces = list(entry.get("faces", []))
+    faces += [s for s in signatures if s != entry["signature"] and s not in faces]
+    new = {**entry, "faces": faces} if faces else dict(entry)
+    old = entry.get("triage", "")
+    if triage and triage not in old:
+        new["triage"] = (old + "\n" if old else "") + triage
+    return new
+
+
 def corpus_files(directory: str | Path) -> list:
     """[(path, entry)] of a corpus directory, sorted by file name; CorpusError for a bad file."""
     d = Path(directory)

@@ -40,9 +40,12 @@ _PATTERNS = [
     (re.compile(r"(This error occurs at source:).*"), r"\1 …"),
     (re.compile(r"\b([Pp]rimitive) \w+"), r"\1 …"),  # "Primitive add requires ..." is one bug for any primitive
     (re.compile(r"\b(axis names?:?|axis:) \w+"), r"\1 …"),  # "axis name x", "with axis: y of type ..."
+    # "... passed to broadcast_in_dim" / "to index_to_gather": the op that met the bad sharding
+    (re.compile(r"\b(passed to) [\w.]+"), r"\1 …"),
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
     (re.compile(r"/tmp/[^\s'\":]+"), "/tmp/?"),
-    (re.compile(r"\b[a-z]+\d*\[[^\[\]]*\]"), "T[…]"),  # f32[4,8], float32[2,1,4@y]
+    # f32[4,8], float32[2,1,4@y], float32[1]{V:x} (the varying axes are a detail of the same message)
+    (re.compile(r"\b[a-z]+\d*\[[^\[\]]*\](\{[^{}]*\})?"), "T[…]"),
     (re.compile(r"'[^']*'"), "'…'"),
     (re.compile(r"\"[^\"]*\""), '"…"'),
 ]

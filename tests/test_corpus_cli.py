@@ -97,3 +97,31 @@ def test_save_cli_refuses_a_generator_finding_and_writes_nothing(tmp_path):
     r = _cli("save", str(report), "--corpus", str(tmp_path / "c"), cwd=tmp_path)
     assert r.returncode == 2 and "not of JAX" in r.stderr
     assert not (tmp_path / "c").exists()
+
+
+def test_a_face_of_a_known_bug_is_kept_in_its_entry_and_known_to_campaigns(tmp_path):
+    from fuzz.maintain import _merge
+    from fuzz.program import corpus_files, known_signatures
+
+    corpus = tmp_path / "c"
+    [(path, _)] = save_entries(corpus, entries_from_report({**REPORT, "findings": [finding("internal-error", 1)]},
+                                                           [], "the bug", "r.json"))
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps({**REPORT, "findings": [finding("internal-error", 2), finding("crash", 3)]}))
+    r = _cli("save", str(report), "--finding", "1", "--face-of", str(path), cwd=tmp_path)
+    assert r.returncode == 2 and "--triage" in r.stderr  # a face is a triage decision: say why
+    r = _cli("save", str(report), "--finding", "2", "--face-of", str(path), "--triage", "t", cwd=tmp_path)
+    assert r.returncode == 2 and "same oracle" in r.stderr and load_entry(path).get("faces") is None
+    r = _cli("save", str(report), "--finding", "1", "--face-of", str(path), "--triage", "same raise site",
+             cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    e = load_entry(path)
+    assert e["faces"] == ["internal-error: kind: message 2"] and e["triage"] == "the bug\nsame raise site"
+    assert [p.name for p in corpus.iterdir()] == [path.name]  # no new entry
+    known = known_signatures(corpus_files(corpus))
+    assert known == {"internal-error: kind: message 1": path.name, "internal-error: kind: message 2": path.name}
+    # a merge keeps the merged entry's signature and faces as faces
+    gone = {**e, "signature": "internal-error: kind: message 9", "faces": ["internal-error: kind: message 8"]}
+    merged = _merge(load_entry(path), gone)
+    assert merged["faces"] == ["internal-error: kind: message 2", "internal-error: kind: message 9",
+                               "internal-error: kind: message 8"]

@@ -139,6 +139,12 @@ def test_signature_ignores_names_numbers_and_addresses():
     c = Finding("internal-error", "ValueError", "Primitive mul requires varying manual axes to match, but got []")
     assert a.signature == b.signature != c.signature
     assert normalize("Check failed: f32[4,8] 'abc' 12") == "Check failed: T[…] '…' N"
+    # a value's varying axes are a detail: the same message with and without them (corpus 07c8090686ac)
+    assert normalize("should match the aval mesh for shape float32[1]{V:x}. This error occurs at source: a.py:3") == \
+        normalize("should match the aval mesh for shape float32[1]. This error occurs at source: b.py:9")
+    # the op that met a bad sharding is a detail too (corpus 8115efc277b0 and its faces)
+    assert normalize("should match the mesh of sharding AbstractMesh('x': 1) passed to index_to_gather.") == \
+        normalize("should match the mesh of sharding AbstractMesh('y': 2) passed to jnp.broadcast_to.")
 
 
 def test_crash_signature_uses_the_fatal_line():
