@@ -142,7 +142,7 @@ def test_signature_ignores_names_numbers_and_addresses():
     # a value's varying axes are a detail: the same message with and without them (corpus 07c8090686ac)
     assert normalize("should match the aval mesh for shape float32[1]{V:x}. This error occurs at source: a.py:3") == \
         normalize("should match the aval mesh for shape float32[1]. This error occurs at source: b.py:9")
-    # the op that met a bad sharding is a detail too (corpus 8115efc277b0 and its faces)
+    # the op that met a bad sharding is a detail too (corpus internal-error-a26959bde684, once 8115efc277b0)
     assert normalize("should match the mesh of sharding AbstractMesh('x': 1) passed to index_to_gather.") == \
         normalize("should match the mesh of sharding AbstractMesh('y': 2) passed to jnp.broadcast_to.")
 
