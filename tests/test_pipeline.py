@@ -87,3 +87,28 @@ def test_known_signatures_come_from_a_readable_corpus():
     assert len({e["signature"] for e in entries}) == len(entries)  # one entry per signature
     faces = [s for e in entries for s in e.get("faces", [])]
     assert len(KNOWN) == len(entries) + len(faces)  # a face belongs to one entry and is no entry's signature
+
+
+def test_a_known_wrong_value_inside_a_larger_program_is_known_once_reduced():
+    """differential-83bfe5218ca5 (all_to_all over a vmap axis of an operand the vmap does not batch) with a
+    psum and a jit around it: a new value signature, the corpus entry's once reduced."""
+    import copy
+    import json
+
+    entry = json.loads((CORPUS / "differential-83bfe5218ca5.json").read_text())
+    p = copy.deepcopy(entry["program"])
+    body = p["functions"]["f0"]
+    body["eqns"].append({"op": "psum", "args": ["a1"], "outs": ["w1"], "axes": ["i"]})
+    body["results"].append("w1")
+    p["calls"][0]["transforms"][0]["out_axes"].append(0)
+    p["calls"][0]["transforms"].insert(0, {"kind": "jit"})
+    validate_program(p)
+    from fuzz.runner import Runner
+
+    runner = Runner(determinism=False)
+    try:
+        [f] = [f for f in runner.run(p)[0] if f.oracle == "differential"]
+    finally:
+        runner.close()
+    assert f.signature not in KNOWN
+    assert known_once_reduced(p, f)
