@@ -15,9 +15,13 @@ NAMES = ("metamorphic",)  # the oracle names of the findings this module makes
 
 
 def equivalence_key(call: dict) -> str:
-    """Calls with the same key must return the same values."""
+    """Calls with the same key must return the same values.
+
+    jit and jax.checkpoint do not change values (jax.checkpoint's docstring: it only
+    decides what is saved for the backward pass), nor does a vmap's spmd_axis_name.
+    """
     chain = [{**t, "spmd_axis_name": None} if t["kind"] == "vmap" else t
-             for t in call["transforms"] if t["kind"] != "jit"]
+             for t in call["transforms"] if t["kind"] not in ("jit", "checkpoint")]
     return json.dumps([call["function"], call["args"], chain], sort_keys=True)
 
 

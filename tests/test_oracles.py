@@ -83,6 +83,8 @@ def test_metamorphic_does_not_pair_check_vma_variants():
     with_spmd = {**a, "transforms": [vmap([0], [0], spmd_axis_name="x")] + a["transforms"]}
     without = {**a, "transforms": [vmap([0], [0])] + a["transforms"]}
     assert key(with_spmd) == key(without)  # so is spmd_axis_name
+    remat = {**a, "transforms": a["transforms"] + [{"kind": "checkpoint", "policy": "nothing_saveable"}]}
+    assert key(remat) == key(a)  # and jax.checkpoint
 
 
 def test_internal_error_fires_when_jax_raises(worker):
