@@ -705,7 +705,9 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
             j, c, expr, args = last
             tail += [f"# {_call_label(j, c)} raises inside JAX, although the program is valid; expected: it runs",
                      f"out = jax.block_until_ready({expr}({args}))", *barrier,
-                     f'print("no error: JAX behaves; {_call_label(j, c)} returned", out)']
+                     # (the values are read back as the fuzzer's worker does: some errors only show then)
+                     f'print("no error: JAX behaves; {_call_label(j, c)} returned", '
+                     f'jax.tree_util.tree_map(np.asarray, out))']
     elif oracle == "differential":
         j, c, expr, args = last
         want = expected["results"][k]
