@@ -220,7 +220,10 @@ class DebugCallback(Op):
         xs = scope.floats()
         if not xs:
             return None
-        return {"op": self.name, "args": [draw(st.sampled_from(xs))], "outs": [], "tag": scope.new_tag()}
+        return {"op": self.name, "args": [draw(st.sampled_from(xs))], "outs": [], **self.drawn_params(scope)}
+
+    def drawn_params(self, scope) -> dict:
+        return {"tag": scope.new_tag()}
 
     def reference(self, r, eqn, xs, ts, ctx):
         r.record(eqn["tag"], xs[0])
@@ -230,27 +233,20 @@ class DebugCallback(Op):
         return [f"{ind}jax.debug.callback({rr.callback_host(rr.id(eqn['tag']), False)}, {args[0]})"]
 
 
-class DebugPrint(Op):
+class DebugPrint(DebugCallback):
     """``jax.debug.print("{x}", x=x)``: no result; prints ``x`` on the worker's stdout (which goes to stderr).
 
-    What it prints is not checked (the text mixes with every other line the process
-    writes, and NumPy's print options shape it); it must run without raising.
+    Typed and drawn as ``jax.debug.callback`` without a tag. What it prints is not
+    checked (the text mixes with every other line the process writes, and NumPy's print
+    options shape it); it must run without raising.
     """
 
     name = "debug_print"
-    family = "callback"
-    n_outs = frozenset({0})
     params = {}
     feature_names = ("debug_print",)
 
-    def types(self, eqn, args, ctx):
-        return []
-
-    def draw(self, draw, ctx, scope):
-        xs = scope.floats()
-        if not xs:
-            return None
-        return {"op": self.name, "args": [draw(st.sampled_from(xs))], "outs": []}
+    def drawn_params(self, scope) -> dict:
+        return {}
 
     def reference(self, r, eqn, xs, ts, ctx):
         return []
