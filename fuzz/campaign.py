@@ -283,9 +283,9 @@ class Campaign:
             if self.target is None and any(f.oracle == "internal-error" for f in self.cache[key]):
                 self.stats.generated_rejected += 1
             self.on_progress(self)
-        new = [f for f in self.cache[key] if f.signature not in self.known]
         if not self.shrink:
             return
+        new = [f for f in self.cache[key] if f.signature not in self.known]
         if new and self.target is None:
             if self.shrink_spent > SHRINK_SHARE * (now - self.start):
                 # shrinking has had its share of the time: go on generating; the finding is
@@ -404,15 +404,14 @@ class Campaign:
         deadline = deadline or self.start + self.seconds + self.shrink_seconds
         budget = min(REDUCE_SECONDS, max(1.0, deadline - time.monotonic()))
         self.reducing = signature
-        self.runner.trust_fresh = True  # (a candidate must show this signature: see Runner)
         try:
-            r = reduce_program(rec.program, lambda p, c: show(p, c) is not None, want.call,
-                               max_runs=REDUCE_RUNS, max_seconds=budget, caps=self.caps)
+            with self.runner.trusting_fresh():  # (a candidate must show this signature: see Runner)
+                r = reduce_program(rec.program, lambda p, c: show(p, c) is not None, want.call,
+                                   max_runs=REDUCE_RUNS, max_seconds=budget, caps=self.caps)
         except (ProgramError, ValueError):  # a program this release cannot render: keep it as found
             return signature
         finally:
             self.reducing = None
-            self.runner.trust_fresh = False
         final = show(r.program, r.call)
         if final is None:  # flaky: keep the program as found
             return signature

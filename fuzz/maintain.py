@@ -127,12 +127,9 @@ def reduce_entry(entry: dict, runner: Runner, max_runs: int = 300, max_seconds: 
         return (_hit(runner.run(candidate)[0], entry, call) is not None
                 and all(fails_alike(other, candidate, t, call) for other, t in zip(also, targets)))
 
-    runner.trust_fresh = True  # (a candidate must show the entry's signature: see fuzz.runner.Runner)
-    try:
+    with runner.trusting_fresh():  # (a candidate must show the entry's signature: see fuzz.runner.Runner)
         r = reduce_program(entry["program"], interesting, first.call, max_runs=max_runs, max_seconds=max_seconds,
                            caps=runner.caps)
-    finally:
-        runner.trust_fresh = False
     final = _hit(runner.run(r.program)[0], entry, r.call)
     if final is None:  # flaky: keep the program as it was
         return Rerecord(None, r, before, None, "the reduced program did not reproduce on a last run (flaky)")

@@ -4,6 +4,8 @@ Shared by a campaign (``fuzz.campaign``) and corpus replay (``fuzz.replay``).
 """
 from __future__ import annotations
 
+import contextlib
+
 import math
 import time
 from collections import Counter, deque
@@ -166,6 +168,15 @@ class Runner:
         if any(f.oracle == "internal-error" for f in found):
             self.stats.rejected += 1
         return found, source
+
+    @contextlib.contextmanager
+    def trusting_fresh(self):
+        """``trust_fresh`` on for the ``with`` block (a reducer's candidates: see the class docstring)."""
+        self.trust_fresh = True
+        try:
+            yield self
+        finally:
+            self.trust_fresh = False
 
     def _reference(self, program: dict) -> tuple:
         """(reference results or None, the exception the reference raised or None); times it."""

@@ -1,4 +1,5 @@
 """``shardfuzz reduce --also-on``: a reduction that keeps the finding on other releases too (fake runners, no JAX)."""
+import contextlib
 import math
 
 from fuzz.maintain import fails_alike, finding_on, reduce_entry
@@ -15,6 +16,9 @@ class FakeRunner:
         self.caps = {**NEWEST_CAPS, "jax_version": version, "n_devices": 8}
         self.rule = rule
         self.runs = 0
+
+    def trusting_fresh(self):
+        return contextlib.nullcontext()
 
     def run(self, prog):
         self.runs += 1
