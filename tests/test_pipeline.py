@@ -60,26 +60,21 @@ def known_once_reduced(program: dict, finding) -> bool:
 
     A wrong value is signed by what the failing program uses (oracles.common.value_signature),
     so one known bug drawn inside a larger program reads as a new signature until the
-    reducer has taken it back to the bug's own features.
+    reducer (fuzz.maintain.reduce_entry) has taken it back to the bug's own features.
     """
-    from fuzz.reduce import reduce_program
+    from fuzz.maintain import reduce_entry
+    from fuzz.program import make_entry
     from fuzz.runner import Runner
-    from oracles.common import same_finding
 
     if finding.oracle == "determinism" or finding.call is None:
         return False
     runner = Runner(determinism=False)
     try:
-        def shows(candidate, call):
-            return next((f for f in runner.run(candidate)[0] if f.call == call and not f.history
-                         and same_finding(f, finding.signature, finding.oracle, finding.kind)), None)
-
-        r = reduce_program(program, lambda c, call: shows(c, call) is not None, finding.call, max_runs=80,
-                           max_seconds=120, caps=runner.caps)
-        final = shows(r.program, r.call)
+        entry = make_entry(vars(finding), program, runner.caps)
+        reduced = reduce_entry(entry, runner, max_runs=80, max_seconds=120).entry
     finally:
         runner.close()
-    return final is not None and final.signature in KNOWN
+    return reduced is not None and reduced["signature"] in KNOWN
 
 
 def test_known_signatures_come_from_a_readable_corpus():
