@@ -3,6 +3,7 @@
     python benchmarks/rediscover.py A --jax-version 0.4.38 --seeds 1 2 3
     python benchmarks/rediscover.py B --jax-version 0.4.28 --seeds 1 2 3
     python benchmarks/rediscover.py C --seeds 1 2 3          # newest JAX (this environment)
+    python benchmarks/rediscover.py jax-18434 --seeds 1 2 3  # a public report, on its default release
 
 Each run is a default campaign (determinism on, no database) that stops at the first
 finding of the bug's *kind* (``../shared/seeds.md``), judged on the finding and the
@@ -14,6 +15,20 @@ program that showed it, never on hand-written programs:
   that takes grad through a shard_map;
 - C: JAX raises on a valid program combining vmap with spmd_axis_name and shard_map,
   with one of the messages of seed C's family.
+
+- public reports (issue 8's table; described in our words, matched by kind and features,
+  never by program):
+  - jax-21403 (0.4.26): a wrong value (differential) from a program with cumsum and
+    with_sharding_constraint under jit;
+  - jax-18434 (0.10.2): a wrong value from `.at[].set` under jit;
+  - xla-49122 (0.10.2): a wrong value from `lax.dynamic_slice` (per-shard clamping of the start);
+  - jax-29832 (0.6.1): JAX raises on a valid program with jacrev inside a shard_map;
+  - jax-34211 (0.8.1): JAX raises on a valid program with a custom_vjp under grad / vjp of a
+    shard_map on an Explicit mesh;
+  - jax-25699 (0.4.38): the worker aborts on a program with axis_index in a partial-manual
+    shard_map.
+  ``--jax-version`` defaults to the release named here (``default`` for the seeds: the
+  environment's JAX, except A: 0.4.38 and B: 0.4.28).
 
 Prints one JSON line per seed (seconds to the find, or null after --seconds) and a summary.
 """
@@ -52,7 +67,34 @@ def kind_c(f, program) -> bool:
             and bool(SEED_C_MESSAGES.search(f.message)))
 
 
-KINDS = {"A": kind_a, "B": kind_b, "C": kind_c}
+def _value(*needed):
+    """A wrong value (differential finding) from a program whose features include ``needed``."""
+    return lambda f, program: f.oracle == "differential" and set(needed) <= features(program)[0]
+
+
+def _raises(*needed, any_of=()):
+    """JAX raising on a valid program (internal-error) whose features include ``needed`` (and one of ``any_of``)."""
+    def match(f, program):
+        feats = features(program)[0]
+        return (f.oracle == "internal-error" and set(needed) <= feats
+                and (not any_of or bool(feats & set(any_of))))
+    return match
+
+
+def kind_25699(f, program) -> bool:
+    return f.oracle == "crash" and {"axis_index", "partial_manual"} <= features(program)[0]
+
+
+KINDS = {"A": kind_a, "B": kind_b, "C": kind_c,
+         "jax-21403": _value("cumsum", "with_sharding_constraint", "jit"),
+         "jax-18434": _value("at_set", "jit"),
+         "xla-49122": _value("dynamic_slice"),
+         "jax-29832": _raises("jacrev", "shard_map"),
+         "jax-34211": _raises("custom_vjp", "shard_map", "explicit_mesh", any_of=("grad", "value_and_grad", "vjp")),
+         "jax-25699": kind_25699}
+# The release each bug is measured on unless --jax-version says otherwise (None: this environment's JAX).
+RELEASES = {"A": "0.4.38", "B": "0.4.28", "C": None, "jax-21403": "0.4.26", "jax-18434": None, "xla-49122": None,
+            "jax-29832": "0.6.1", "jax-34211": "0.8.1", "jax-25699": "0.4.38"}
 
 
 def main() -> None:
@@ -64,10 +106,11 @@ def main() -> None:
     ap.add_argument("--python", default=None)
     args = ap.parse_args()
     python = args.python
-    if args.jax_version:
+    version = args.jax_version or (None if python else RELEASES[args.bug])
+    if version:
         from fuzz.provision import interpreter
 
-        python = interpreter(args.jax_version, log=lambda s: print(s, file=sys.stderr))
+        python = interpreter(version, log=lambda s: print(s, file=sys.stderr))
     times = []
     for s in args.seeds:
         c = Campaign(seconds=args.seconds, seed=s, python=python, shrink_seconds=0, stop_when=KINDS[args.bug])
