@@ -25,6 +25,8 @@ enclosing vmap axes) is one array of shape ``(size_1, ..., size_k) + shape``.
 - vjp / jvp: ``jax.vjp`` / ``jax.jvp`` of the reference with the seeded cotangents /
   tangents of :func:`weights` (per-value shapes, the same at every index of the named
   axes); every index is independent (no manual axis is in scope: fuzz.typecheck.enter).
+- jacrev / jacfwd: ``jax.jacrev`` / ``jax.jacfwd`` of the reference (see
+  :meth:`Reference.jacobian` for the lock-step contraction, manual axes included).
 - wsum: ``sum(x * weights(seed, shape))`` over a value's own dims.
 - io_callback: the values the host function would receive are recorded per tag.
 """
@@ -150,6 +152,8 @@ class Reference:
             outs, out_ts = self.linearized(t, rest, fn, inner_ctx, xs, inner_ts, env)
         elif kind in ("grad", "value_and_grad"):
             outs, out_ts = self.grad(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
+        elif kind in T.JACOBIANS:
+            outs, out_ts = self.jacobian(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
         else:
             raise T.ProgramError(f"unknown transform {str(kind)[:40]!r}")
         return outs, T.exit_(t, ctx, inner_ctx, ts, out_ts)
@@ -285,6 +289,65 @@ class Reference:
         if outer_xp is np:
             values = [np.asarray(v) for v in values]
         return values, types["outs"]
+
+    def jacobian(self, t, rest, fn, ctx, inner_ctx, xs, inner_ts, env):
+        """jacrev / jacfwd: per output its Jacobian w.r.t. argument ``argnums[0]`` at every index of the named axes.
+
+        With ``J[A, i, B, j]`` the derivative of output element ``i`` at index ``A`` of the
+        named axes by argument element ``j`` at index ``B`` (lock-step copies):
+        - jacfwd pushes the basis tangent ``e_j``, the same at every index:
+          ``R[A, i, j] = sum_B J[A, i, B, j]`` (``jax.jacfwd`` of the output as a function of
+          one per-index displacement ``u`` added at every index);
+        - jacrev pulls back the basis cotangent ``e_i`` from every index, once along a checked
+          manual axis the output is unvarying over (one value there, as grad's loss):
+          ``R[B, i, j] = sum_A J[A, i, B, j]``, then summed along checked axes the argument is
+          unvarying over (one variable there: the transpose of pvary is psum).
+        Along vmap and unchecked axes J is diagonal (no collective there crosses the
+        derivative: Ctx.collective_axes), so both are each index's own Jacobian. Measured
+        against jax 0.10.2 inside shard_map bodies (psum, ppermute, axis_index; tests/test_control_flow.py).
+        """
+        jax, jnp = self.jax, self.jnp
+        K = len(ctx.axes)
+        (k,) = t["argnums"]
+        checked = [j for j, a in enumerate(ctx.axes) if a.kind == "mesh" and a.check_vma]
+        types = {}
+
+        def F(xk):
+            full = list(xs)
+            full[k] = xk
+            outs, out_ts = self.call(rest, fn, inner_ctx, full, inner_ts, env)
+            types["outs"] = out_ts
+            return outs
+
+        def one_copy(x, vma):
+            return x[tuple(slice(0, 1) if (j in checked and ctx.axes[j].name not in vma) else slice(None)
+                           for j in range(K))]
+
+        x = jnp.asarray(xs[k])
+        outer_xp, self.xp = self.xp, jnp
+        try:
+            if t["kind"] == "jacrev":
+                def H(xk):
+                    return tuple(one_copy(o, ty.vma).sum(axis=tuple(range(K)))
+                                 for o, ty in zip(F(xk), types["outs"]))
+
+                jacs = []
+                for J, ty in zip(jax.jacrev(H)(x), types["outs"]):  # out.shape + sizes + arg.shape
+                    J = jnp.moveaxis(J, tuple(range(ty.rank, ty.rank + K)), tuple(range(K)))
+                    for j in checked:
+                        if ctx.axes[j].name not in inner_ts[k].vma:
+                            J = jnp.broadcast_to(J.sum(axis=j, keepdims=True), J.shape)
+                    jacs.append(J)
+            else:
+                def H(u):
+                    return tuple(F(x + u))
+
+                jacs = list(jax.jacfwd(H)(jnp.zeros(x.shape[K:], x.dtype)))  # sizes + out.shape + arg.shape
+        finally:
+            self.xp = outer_xp
+        if outer_xp is np:
+            jacs = [np.asarray(v) for v in jacs]
+        return jacs, types["outs"]
 
     # ------------------------------------------------------------------ primitives
     def primitive(self, e: dict, xs: list, ts: list, ctx: T.Ctx) -> list:

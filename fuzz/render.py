@@ -26,7 +26,7 @@ import re
 import numpy as np
 
 from fuzz import ops as O
-from fuzz.typecheck import CHECKPOINT_POLICIES, ProgramError, check_identifier, check_program
+from fuzz.typecheck import CHECKPOINT_POLICIES, JACOBIANS, ProgramError, check_identifier, check_program
 
 NEWEST_CAPS = {"shard_map": "jax", "check_kw": "check_vma", "partial_manual": "axis_names", "explicit": True}
 
@@ -65,11 +65,15 @@ _LAX_MAP_SRC = [
     "            return f(*[next(xs) if ax is not None else x for x, ax in zip(a, in_axes)])",
     "        return jax.lax.map(body, tuple(x for x, ax in zip(a, in_axes) if ax is not None))",
     "    return g"]
-_HELPERS = frozenset({"weights", "vjp", "jvp", "lax_map"})  # the helpers _linear_helpers emits
+# jax.jacrev / jax.jacfwd with one int argnums: a tuple of Jacobians, one per output of f.
+_JAC_SRC = [
+    "def tuple_jac(jac, f, argnums):  # every output's Jacobian w.r.t. argument argnums (out.shape + arg.shape)",
+    "    return lambda *a: tuple(jac(f, argnums=argnums)(*a))"]
+_HELPERS = frozenset({"weights", "vjp", "jvp", "lax_map", "jac"})  # the helpers _linear_helpers emits
 
 
 def _linear_helpers(helpers: set) -> list:
-    """Source lines (each definition preceded by two blank lines) of the wsum / vjp / jvp / lax.map helpers used."""
+    """Source lines (each definition preceded by two blank lines) of the wsum / vjp / jvp / lax.map / jac* helpers used."""
     out = []
     if helpers & {"weights", "vjp", "jvp"}:
         out += ["", ""] + _WEIGHTS_SRC
@@ -79,6 +83,8 @@ def _linear_helpers(helpers: set) -> list:
         out += ["", ""] + _JVP_SRC
     if "lax_map" in helpers:
         out += ["", ""] + _LAX_MAP_SRC
+    if "jac" in helpers:
+        out += ["", ""] + _JAC_SRC
     return out
 
 
@@ -173,6 +179,11 @@ class _Renderer:
         if k in ("vjp", "jvp"):
             self.helpers.add(k)
             return f"tuple_{k}({f}, {_int(t['seed'])})"
+        if k in JACOBIANS:
+            if len(t["argnums"]) != 1:
+                raise ProgramError(f"{k} takes one argnums entry")
+            self.helpers.add("jac")
+            return f"tuple_jac(jax.{k}, {f}, argnums={_int(t['argnums'][0])})"
         if k == "checkpoint":
             policy = t["policy"]
             if policy is None:

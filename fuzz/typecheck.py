@@ -34,6 +34,14 @@ Semantics follow JAX's documentation:
   a NotImplementedError under grad and vjp).
 - map (``jax.lax.map``, a scan over the leading axis): typed as a vmap without axis_name
   or spmd_axis_name whose in_axes are 0 or None and whose out_axes are all 0.
+- jacrev / jacfwd (``jax.jacrev`` / ``jax.jacfwd`` with one int ``argnums``): typed as grad
+  underneath, any number of outputs; for each output its Jacobian w.r.t. the argument,
+  shape out.shape + arg.shape. Allowed inside shard_map bodies, check_vma on and off
+  (measured on jax 0.10.2; jax-ml/jax#29832, jacrev inside shard_map raising on 0.6.1, is
+  fixed there): along a checked manual axis jacrev's result varies where the argument does
+  (the pullback of an unvarying argument is summed over the axis, as grad's) and jacfwd's
+  where the output does (``jax.typeof`` of both, measured); along vmap and unchecked axes
+  every index is independent and the result varies where either does.
 """
 from __future__ import annotations
 
@@ -56,7 +64,10 @@ REDUCING_COLLECTIVES = ("psum", "pmax", "pmin", "pmean")
 COLLECTIVES = O.names("collective")
 # Ops whose derivative is a convention (ties): never under grad.
 TIE_OPS = tuple(n for n, op in O.REGISTRY.items() if not op.grad_ok)
-TRANSFORMS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp", "checkpoint", "map")
+TRANSFORMS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp", "checkpoint", "map", "jacrev",
+              "jacfwd")
+# Jacobians (jax.jacrev / jax.jacfwd with one int argnums): typed as grad underneath.
+JACOBIANS = ("jacrev", "jacfwd")
 # jax.checkpoint's policies the program model names (jax.checkpoint_policies.<name>, present on
 # jax 0.4.26 to 0.10.2, checked); None: no policy (remat everything).
 CHECKPOINT_POLICIES = (None, "everything_saveable", "nothing_saveable", "dots_saveable")
@@ -75,7 +86,8 @@ IDENTIFIER = re.compile(r"[a-z][a-z0-9_]{0,15}")
 RENDER_NAMES = frozenset({
     "jax", "jnp", "np", "os", "contextlib", "io_callback", "shard_map", "mesh", "mesh_context", "Mesh",
     "NamedSharding", "P", "CALLS", "CALLBACK_LOG", "make_input", "log_callback", "tuple_grad",
-    "tuple_value_and_grad", "resharded", "weights", "tuple_vjp", "tuple_jvp", "lax_map", "expected", "check", "main",
+    "tuple_value_and_grad", "resharded", "weights", "tuple_vjp", "tuple_jvp", "lax_map", "tuple_jac", "tuple_cond",
+    "tuple_fori", "tuple_while", "tuple_linearize", "expected", "check", "main",
     # names of the repro scripts (fuzz.render.REPRO_NAMES; a test keeps the two in step)
     "sys", "subprocess", "difflib", "re", "tempfile", "faulthandler", "base64", "seeded", "run_earlier", "record",
     "received", "check_outputs", "check_callbacks", "canonical", "lowering", "lowering_in", "out", "first",
@@ -161,6 +173,14 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         _require(len(t["argnums"]) == len(set(t["argnums"])), "argnums repeat")
         _require(all(0 <= i < len(args) for i in t["argnums"]), "argnums out of range")
         _require(all(args[i].dtype == FLOAT for i in t["argnums"]), f"{kind} with respect to an int32 argument")
+        return replace(ctx, grad_at=len(ctx.axes)), list(args)
+    if kind in JACOBIANS:
+        # measured on jax 0.10.2: both run inside shard_map bodies (check_vma on and off),
+        # under vmap and jit; typed as grad underneath (grad_at: the same collective rules)
+        _require(len(t["argnums"]) == 1, f"{kind} takes one argnums entry (an int)")
+        (k,) = t["argnums"]
+        _require(type(k) is int and 0 <= k < len(args), "argnums out of range")
+        _require(args[k].dtype == FLOAT, f"{kind} with respect to an int32 argument")
         return replace(ctx, grad_at=len(ctx.axes)), list(args)
     if kind in ("vjp", "jvp"):
         # Inside a shard_map body (check_vma on) jax.vjp refuses a constant cotangent for a
@@ -267,6 +287,17 @@ def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
         independent = frozenset(a.name for a in outer.axes if a.kind == "vmap" or not a.check_vma)
         varying = frozenset().union(*(r.vma for r in results)) & independent
         return list(results) + [replace(a, vma=a.vma | varying) for a in args]
+    if kind in JACOBIANS:
+        # Per output r its Jacobian w.r.t. argument a: shape r.shape + a.shape. Along a
+        # checked manual axis jacrev's result varies where a does (the cotangent basis
+        # reaches an unvarying argument through a pvary, whose transpose is a psum) and
+        # jacfwd's where r does (the tangent basis flows forward); along independent axes
+        # (vmap, unchecked) both vary where either does (measured with jax.typeof, 0.10.2).
+        a = args[t["argnums"][0]]
+        independent = frozenset(x.name for x in outer.axes if x.kind == "vmap" or not x.check_vma)
+        if kind == "jacrev":
+            return [Ty(r.shape + a.shape, a.vma | (r.vma & independent)) for r in results]
+        return [Ty(r.shape + a.shape, r.vma | (a.vma & independent)) for r in results]
     if kind == "jvp":
         # outputs, then their tangents: a tangent has its output's type (the seeded input
         # tangents are unvarying, and the linearized ops follow the same vma rules)

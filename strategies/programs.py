@@ -8,7 +8,7 @@ away. Structure is drawn first (mesh, inputs, transform chain), leaves last, and
 programs: fewer axes, size-1 dims, no transforms, ``jit`` before the others.
 
 The grammar (see ``docs/program.md``): a call applies a chain of transforms (jit,
-shard_map, vmap, grad, value_and_grad, vjp, jvp, checkpoint, map) to a function; a
+shard_map, vmap, grad, value_and_grad, vjp, jvp, checkpoint, map, jacrev, jacfwd) to a function; a
 function body is a list of equations: elementwise, broadcasting, reductions (a seeded
 weighted sum ``wsum`` among them, also as the loss of a grad), matmul, transpose,
 collectives over any axis name in scope, io_callback (ordered or not), and nested calls whose bodies
@@ -29,6 +29,7 @@ VMAP_AXIS_NAMES = ("i", "j", "k", "l", "m")
 DIMS = (1, 2, 4, 8, 16)
 MAX_ELEMENTS = 4096
 MAX_RANK = 4
+JAC_MAX_ARG = 16  # elements of the argument a Jacobian is drawn for (the result has out.size * arg.size)
 
 
 @st.composite
@@ -130,10 +131,20 @@ class _Gen:
         # entries of a sampled_from: the new kinds come late (measured over 300 derandomized
         # programs: a checkpoint in 67, a map in 42; shard_map 123 -> 98, vmap 90 -> 98)
         kinds.append("checkpoint")
-        kinds = [k for k in kinds if k not in self.disabled]
+        # the control-flow and Jacobian kinds come after it (shrinking moves away from them), one
+        # entry per family: a Jacobian w.r.t. one small float argument (its size bounds the result)
+        jac_args = [i for i, a in enumerate(args) if floats[i] and (scalar_ok or a.rank >= 1) and a.size <= JAC_MAX_ARG]
+        if not after_grad and jac_args:
+            kinds.append("jac")
+        families = {"jac": [k for k in T.JACOBIANS if k not in self.disabled]}
+        kinds = [k for k in kinds if k not in self.disabled and families.get(k, True)]
         if not kinds:
             return None
         kind = draw(st.sampled_from(kinds))
+        if kind in families:
+            kind = draw(st.sampled_from(families[kind]))
+        if kind in T.JACOBIANS:
+            return {"kind": kind, "argnums": [draw(st.sampled_from(jac_args))]}
         if kind == "jit":
             return {"kind": "jit"}
         if kind == "checkpoint":
@@ -226,7 +237,8 @@ class _Gen:
         rest, fn, inner_results = self.chain_call(
             inner_ctx, inner_args, env, depth + (t["kind"] != "jit"), n - 1,
             after_grad=after_grad or is_grad,
-            scalar_ok=(scalar_ok and t["kind"] != "shard_map") or t["kind"] in ("vmap", "map"),
+            scalar_ok=(scalar_ok and t["kind"] != "shard_map") or t["kind"] in ("vmap", "map")
+            or (t["kind"] in T.JACOBIANS and args[t["argnums"][0]].rank >= 1),  # (the argument's dims follow)
             in_grad_chain=in_grad_chain or is_grad)
         self.transform_out(t, ctx, inner_ctx, inner_results)
         return [t] + rest, fn, T.exit_(t, ctx, inner_ctx, args, inner_results)

@@ -1,0 +1,211 @@
+"""Jacobians (jax.jacrev / jax.jacfwd) and control flow transforms.
+
+Typing rules (shapes, varying axes, what they refuse), the reference against JAX on
+hand-written programs (inside shard_map, under vmap and grad), the rendered source, and
+a derandomized generation test that sees each new feature.
+"""
+import copy
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+from fuzz import typecheck as T
+from fuzz.features import features
+from fuzz.program import validate_program
+from fuzz.reference import evaluate, make_input
+from fuzz.render import render, render_repro
+from fuzz.typecheck import ProgramError, check_program
+from helpers import JIT, call, eqn, fn, program, shard_map, vmap
+from strategies.programs import programs
+
+GRAD = {"kind": "grad", "argnums": [0]}
+
+
+def jac(kind, k=0):
+    return {"kind": kind, "argnums": [k]}
+
+
+# v = sin(a) * b, w = a * a: two arguments, two results
+BODY = fn(["a", "b"], [eqn("sin", ["a"], ["s"]), eqn("mul", ["s", "b"], ["v"]), eqn("mul", ["a", "a"], ["w"])],
+          ["v", "w"])
+# shard_map bodies over x: a collective mixes the devices (psum: unvarying; ppermute: a permutation)
+PSUM = fn(["a", "b"], [eqn("sin", ["a"], ["s"]), eqn("mul", ["s", "b"], ["m"]), eqn("psum", ["m"], ["r"], axes=["x"]),
+                       eqn("mul", ["a", "b"], ["w"])], ["r", "w"])
+PERMUTE = fn(["a", "b"], [eqn("mul", ["a", "a"], ["m"]), eqn("ppermute", ["m"], ["r"], axes=["x"], shift=1),
+                          eqn("mul", ["r", "b"], ["w"])], ["w"])
+# b unvarying (P()), an output varying through axis_index: (b + index) * b + a
+INDEXED = fn(["a", "b"], [eqn("axis_index", ["b"], ["i"], axes=["x"]), eqn("mul", ["b", "i"], ["w"]),
+                          eqn("add", ["w", "a"], ["r"])], ["r"])
+
+
+def two_inputs(calls, functions=None, mesh=(("x", 2),)):
+    """Inputs x0 (4, 2) and x1 (2,); the functions the calls name (default: f0 = BODY)."""
+    functions = functions or {"f0": BODY}
+    used = {c["function"] for c in calls}
+    return program(mesh=mesh, inputs=[("x0", (4, 2), 1), ("x1", (2,), 2)],
+                   functions={n: f for n, f in functions.items() if n in used}, calls=calls)
+
+
+def agree(worker, p):
+    """JAX (the worker) and the reference give the same values on every call of ``p``."""
+    import oracles
+
+    validate_program(p)
+    out = worker.run(render(p, worker.caps), timeout=240)
+    assert out["status"] == "ok", out
+    assert all(c["ok"] for c in out["calls"]), [c.get("error") for c in out["calls"]]
+    found = oracles.judge(p, out, evaluate(p))
+    assert not found, [(f.signature, f.details) for f in found]
+    return out
+
+
+# ------------------------------------------------------------------ jacrev / jacfwd
+def test_jacobians_are_typed_per_output():
+    p = two_inputs([call("f0", [jac("jacrev", 0)], ["x0", "x1"]), call("f0", [jac("jacfwd", 1)], ["x0", "x1"])])
+    validate_program(p)
+    rev, fwd = check_program(p)
+    assert rev == [T.Ty((4, 2, 4, 2)), T.Ty((4, 2, 4, 2))]
+    assert fwd == [T.Ty((4, 2, 2)), T.Ty((4, 2, 2))]
+
+
+def test_jacobians_vary_as_measured_inside_shard_map():
+    # x1 unvarying (P()) inside the body, the output varying (axis_index): jacrev's result is
+    # unvarying (summed over x), jacfwd's varies (jax.typeof on jax 0.10.2)
+    types = {}
+    for kind in T.JACOBIANS:
+        body = fn(["a", "b"], [eqn("call", ["a", "b"], ["j"], transforms=[jac(kind, 1)], fn=INDEXED)], ["j"])
+        p = two_inputs([call("f0", [shard_map([[["x"], None], [None]], [[["x"], None, None]])], ["x0", "x1"])],
+                       functions={"f0": body})
+        check_program(p, on_eqn=lambda e, ctx, args, kind=kind: e["op"] == "call" or types.__setitem__(kind, ctx))
+        inner = T.call_types([jac(kind, 1)], INDEXED, types[kind], [T.Ty((2, 2), frozenset({"x"})), T.Ty((2,))], {})
+        types[kind] = inner[0].vma
+    assert types == {"jacrev": frozenset(), "jacfwd": frozenset({"x"})}
+
+
+@pytest.mark.parametrize("t,match", [
+    ({"kind": "jacrev", "argnums": [0, 1]}, "one argnums"),
+    ({"kind": "jacfwd", "argnums": [2]}, "out of range"),
+])
+def test_jacobian_rules_refuse(t, match):
+    p = two_inputs([call("f0", [t], ["x0", "x1"])])
+    with pytest.raises(ProgramError, match=match):
+        check_program(p)
+    with pytest.raises(ProgramError):
+        validate_program(p)
+
+
+def test_jacobians_refuse_ties_and_int_arguments():
+    maxed = fn(["a"], [eqn("max", ["a"], ["m"], axis=None)], ["m"])
+    p = program(inputs=[("x0", (4,), 1)], functions={"f0": maxed}, calls=[call("f0", [jac("jacrev")], ["x0"])])
+    with pytest.raises(ProgramError, match="not under grad"):
+        check_program(p)
+    p = program(inputs=[("x0", (4,), 1)], functions={"f0": fn(["a", "i"], [], ["a"])},
+                calls=[call("f0", [jac("jacfwd", 1)], ["x0", "x1"])])
+    p["inputs"].append({"name": "x1", "shape": [], "dtype": "int32", "spec": None, "seed": 3})
+    with pytest.raises(ProgramError, match="int32"):
+        check_program(p)
+
+
+def test_jacobian_reference_by_hand():
+    p = two_inputs([call("f0", [jac("jacrev", 1)], ["x0", "x1"]), call("f0", [jac("jacfwd", 0)], ["x0", "x1"])])
+    (rv, rw), (fv, fw) = evaluate(p)["results"]
+    x0, x1 = make_input(1, (4, 2)), make_input(2, (2,))
+    # d(sin(a) * b)[i, j] / d b[k] = sin(a)[i, j] * (j == k); d(a * a) / d b = 0
+    np.testing.assert_allclose(rv, np.sin(x0)[:, :, None] * np.eye(2)[None], rtol=1e-6, atol=1e-7)
+    assert rw.shape == (4, 2, 2) and not rw.any()
+    # d(sin(a) * b)[i, j] / d a[k, l] = cos(a)[i, j] * b[j] * (i, j == k, l)
+    eye = np.eye(8).reshape(4, 2, 4, 2)
+    np.testing.assert_allclose(fv, (np.cos(x0) * x1)[:, :, None, None] * eye, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(fw, (2 * x0)[:, :, None, None] * eye, rtol=1e-6, atol=1e-7)
+
+
+def test_jacobian_rendering():
+    p = two_inputs([call("f0", [JIT, jac("jacrev", 1)], ["x0", "x1"]), call("f0", [jac("jacfwd", 0)], ["x0", "x1"])])
+    src = render(p)
+    assert "jax.jit(tuple_jac(jax.jacrev, f0, argnums=1))" in src and "tuple_jac(jax.jacfwd, f0, argnums=0)" in src
+    assert src.count("def tuple_jac(") == 1
+    compile(src, "<program>", "exec")
+    repro = render_repro(p, None, {"oracle": "differential", "kind": "wrong-values", "message": "", "call": 1})
+    assert "def tuple_jac(" in repro
+    compile(repro, "<repro>", "exec")
+    bad = copy.deepcopy(p)
+    bad["calls"][0]["transforms"][1]["argnums"] = ["0); import os; ("]
+    with pytest.raises(ProgramError):
+        render(bad)
+
+
+def test_jacobians_agree_with_jax(worker):
+    # under jit and vmap, inside shard_map bodies (check_vma on: psum, ppermute, axis_index
+    # with an unvarying argument; off: no collective may cross the derivative), under grad
+    rank4 = [["x"], None, None, None]
+
+    def inside(kind, k, body, out_specs, check=True):
+        outs = [f"j{n}" for n in range(len(body["results"]))]
+        nested = fn(["a", "b"], [eqn("call", ["a", "b"], outs, transforms=[jac(kind, k)], fn=body)], outs)
+        return nested, [JIT, shard_map([[["x"], None], [None]], out_specs, check)]
+
+    funcs = {"f0": BODY, "fl": fn(["a", "b"], [
+        eqn("call", ["a", "b"], ["j", "k"], transforms=[jac("jacrev", 1)], fn=BODY),
+        eqn("wsum", ["j"], ["l"], seed=3)], ["l"])}
+    calls = [call("f0", [JIT, jac("jacfwd", 1)], ["x0", "x1"]),
+             call("f0", [vmap([0, None], [0, 1]), jac("jacrev", 1)], ["x0", "x1"]),
+             call("fl", [{"kind": "grad", "argnums": [0, 1]}], ["x0", "x1"])]
+    for n, (kind, body, k, outs, check) in enumerate((
+            ("jacfwd", PSUM, 0, [rank4, rank4], True), ("jacrev", PSUM, 0, [rank4, rank4], True),
+            ("jacrev", PERMUTE, 0, [rank4], True), ("jacfwd", PERMUTE, 0, [rank4], True),
+            ("jacrev", INDEXED, 1, [rank4[:3]], True), ("jacfwd", INDEXED, 1, [rank4[:3]], True),
+            ("jacrev", BODY, 1, [rank4[:3]] * 2, False))):
+        funcs[f"h{n}"], chain = inside(kind, k, body, outs, check)
+        calls.append(call(f"h{n}", chain, ["x0", "x1"]))
+    agree(worker, two_inputs(calls, funcs))
+
+
+def test_the_reducer_keeps_a_jacobian_valid():
+    from fuzz.reduce import reduce_program
+
+    p = two_inputs([call("f0", [JIT, jac("jacrev", 1), vmap([0, None], [0, 0])], ["x0", "x1"])])
+
+    def has(kind):
+        return lambda q, k: any(t["kind"] == kind for t in q["calls"][0]["transforms"])
+
+    kept = reduce_program(p, has("jacrev"), 0, max_seconds=60)
+    assert kept.reduced and [t["kind"] for t in kept.program["calls"][0]["transforms"]] == ["jacrev"]
+    check_program(kept.program)
+
+
+# ------------------------------------------------------------------ generator
+def chains(p: dict) -> list:
+    out = [c["transforms"] for c in p["calls"]]
+
+    def walk(f):
+        for e in f["eqns"]:
+            if e["op"] == "call":
+                out.append(e["transforms"])
+                walk(e["fn"])
+
+    for f in p["functions"].values():
+        walk(f)
+    return out
+
+
+NEW = ("jacrev", "jacfwd")
+OTHERS = frozenset({"shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp", "checkpoint", "map"})
+
+
+def test_the_generator_draws_each_new_transform():
+    seen = {k: 0 for k in NEW}
+    seen["programs"] = 0
+
+    @settings(max_examples=30)
+    @given(programs(disabled=OTHERS))
+    def check(p):
+        validate_program(p)
+        compile(render(p), "<program>", "exec")
+        names, _ = features(p)
+        seen["programs"] += 1
+        for k in NEW:
+            seen[k] += k in names
+
+    check()
+    assert all(seen[k] > 0 for k in NEW), seen
