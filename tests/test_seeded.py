@@ -111,3 +111,69 @@ def test_detection_counts_caused_value_findings_seen_in_time():
     assert seeded.detection(rows, 180.0)["first_seconds"] == 40.0
     assert seeded.detection(rows, 30.0) is None
     assert seeded.detection(rows[:3], 180.0) is None
+
+
+# ------------------------------------------------------------------ search power (issue 9): the draws the mutants need
+
+def _ctx_with_axes(*axes):
+    from fuzz.ops.base import Axis, Ctx
+
+    return Ctx(mesh={"x": 1, "y": 4}, axes=tuple(Axis(n, s, k) for n, s, k in axes))
+
+
+class _Draws:
+    """A stand-in for Hypothesis' ``draw``: an integers draw returns ``value``, a sampled_from its first element."""
+
+    def __init__(self, value: int):
+        self.value = value
+
+    def __call__(self, strategy):
+        if repr(strategy).startswith("integers"):
+            return self.value
+        return list(strategy.elements)[0]  # (sampled_from)
+
+
+def test_collective_axes_of_size_two_or_more_come_first():
+    from fuzz.ops.collectives import _exchanging_first
+
+    ctx = _ctx_with_axes(("x", 1, "mesh"), ("y", 4, "mesh"), ("i", 1, "vmap"))
+    assert _exchanging_first(_Draws(1), ctx, ["x", "y", "i"]) == ["y"]  # 3 times in 4
+    assert _exchanging_first(_Draws(0), ctx, ["x", "y", "i"]) == ["x", "y", "i"]  # size-1 axes stay reachable
+    assert _exchanging_first(_Draws(1), ctx, ["x", "i"]) == ["x", "i"]  # nothing bigger to prefer
+
+
+def test_a_collective_draws_an_axis_some_value_varies_over():
+    """A ppermute in a body with three axes, where a value varies over the size-4 one only, is drawn
+    over that axis, on that value (3 times in 4: the draws that prefer); otherwise over any."""
+    from fuzz.ops import get
+    from fuzz.ops.base import Scope, Ty
+
+    ctx = _ctx_with_axes(("x", 1, "mesh"), ("i", 2, "vmap"), ("y", 4, "mesh"))
+    visible = {"a": Ty((4,)), "b": Ty((4,), frozenset({"y"}))}
+
+    def drawn(value):
+        scope = Scope(visible, ["a", "b"], {}, frozenset(), lambda: "v1", lambda: "cb", None, 4096, 4)
+        e = get("ppermute").draw(_Draws(value), ctx, scope)
+        return e["axes"], e["args"], e["shift"]
+
+    assert drawn(1) == (["y"], ["b"], 1)
+    assert drawn(0) == (["x"], ["a"], 0)  # no preference: the first axis (size 1: shift 0), the first value
+
+
+def test_a_name_many_known_bugs_share_is_left_out_at_most_as_often_as_one_bugs_name(monkeypatch):
+    """Avoidance of known bugs draws each picked name once: ten known bugs whose smallest program
+    is a bare shard_map leave shard_map out of about half of the programs, not of all of them."""
+    from hypothesis import given, settings, HealthCheck, strategies as st
+
+    import strategies.swarm as S
+
+    monkeypatch.setattr(S, "programs", lambda caps, disabled: st.just(disabled))
+    out = []
+
+    @settings(max_examples=200, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(S.swarm_programs(avoid=(frozenset({"shard_map"}),) * 10))
+    def t(disabled):
+        out.append("shard_map" in disabled)
+
+    t()
+    assert 0 < sum(out) < 0.9 * len(out), f"shard_map left out of {sum(out)} of {len(out)} programs"
