@@ -27,6 +27,8 @@ enclosing vmap axes) is one array of shape ``(size_1, ..., size_k) + shape``.
   axes); every index is independent (no manual axis is in scope: fuzz.typecheck.enter).
 - jacrev / jacfwd: ``jax.jacrev`` / ``jax.jacfwd`` of the reference (see
   :meth:`Reference.jacobian` for the lock-step contraction, manual axes included).
+- cond: f's outputs where ``sum(sign(args[0])) >= 0`` (per index of the named axes), their
+  negation elsewhere.
 - wsum: ``sum(x * weights(seed, shape))`` over a value's own dims.
 - io_callback: the values the host function would receive are recorded per tag.
 """
@@ -154,6 +156,9 @@ class Reference:
             outs, out_ts = self.grad(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
         elif kind in T.JACOBIANS:
             outs, out_ts = self.jacobian(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
+        elif kind == "cond":
+            outs, out_ts = self.call(rest, fn, inner_ctx, xs, inner_ts, env)
+            outs = self.cond(xs[0], outs, out_ts, len(ctx.axes))
         else:
             raise T.ProgramError(f"unknown transform {str(kind)[:40]!r}")
         return outs, T.exit_(t, ctx, inner_ctx, ts, out_ts)
@@ -289,6 +294,14 @@ class Reference:
         if outer_xp is np:
             values = [np.asarray(v) for v in values]
         return values, types["outs"]
+
+    def cond(self, x, outs: list, out_ts: list, K: int) -> list:
+        """lax.cond(sum(sign(x)) >= 0, f, -f): each output, negated at the indices of the named axes
+        where the predicate (over x's own dims) is false. The sum of signs is an exact integer,
+        so the branch differs from JAX's only where an element of x is a rounding error away from 0."""
+        xp = self.xp
+        pred = xp.sign(x).sum(axis=tuple(range(K, x.ndim))) >= 0
+        return [xp.where(pred.reshape(pred.shape + (1,) * ty.rank), o, -o) for o, ty in zip(outs, out_ts)]
 
     def jacobian(self, t, rest, fn, ctx, inner_ctx, xs, inner_ts, env):
         """jacrev / jacfwd: per output its Jacobian w.r.t. argument ``argnums[0]`` at every index of the named axes.

@@ -69,7 +69,15 @@ _LAX_MAP_SRC = [
 _JAC_SRC = [
     "def tuple_jac(jac, f, argnums):  # every output's Jacobian w.r.t. argument argnums (out.shape + arg.shape)",
     "    return lambda *a: tuple(jac(f, argnums=argnums)(*a))"]
-_HELPERS = frozenset({"weights", "vjp", "jvp", "lax_map", "jac"})  # the helpers _linear_helpers emits
+# jax.lax.cond on the signs of the first argument (exact, so the reference takes the same branch):
+# f's outputs, or their negation (both branches have f's types).
+_COND_SRC = [
+    "def tuple_cond(f):  # lax.cond(sum(sign(first argument)) >= 0, f, -f)",
+    "    def g(*a):",
+    "        pred = jnp.sum(jnp.sign(a[0])) >= 0",
+    "        return jax.lax.cond(pred, lambda *b: tuple(f(*b)), lambda *b: tuple(-y for y in f(*b)), *a)",
+    "    return g"]
+_HELPERS = frozenset({"weights", "vjp", "jvp", "lax_map", "jac", "cond"})  # the helpers _linear_helpers emits
 
 
 def _linear_helpers(helpers: set) -> list:
@@ -85,6 +93,8 @@ def _linear_helpers(helpers: set) -> list:
         out += ["", ""] + _LAX_MAP_SRC
     if "jac" in helpers:
         out += ["", ""] + _JAC_SRC
+    if "cond" in helpers:
+        out += ["", ""] + _COND_SRC
     return out
 
 
@@ -179,6 +189,9 @@ class _Renderer:
         if k in ("vjp", "jvp"):
             self.helpers.add(k)
             return f"tuple_{k}({f}, {_int(t['seed'])})"
+        if k == "cond":
+            self.helpers.add("cond")
+            return f"tuple_cond({f})"
         if k in JACOBIANS:
             if len(t["argnums"]) != 1:
                 raise ProgramError(f"{k} takes one argnums entry")

@@ -65,7 +65,7 @@ COLLECTIVES = O.names("collective")
 # Ops whose derivative is a convention (ties): never under grad.
 TIE_OPS = tuple(n for n, op in O.REGISTRY.items() if not op.grad_ok)
 TRANSFORMS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp", "checkpoint", "map", "jacrev",
-              "jacfwd")
+              "jacfwd", "cond")
 # Jacobians (jax.jacrev / jax.jacfwd with one int argnums): typed as grad underneath.
 JACOBIANS = ("jacrev", "jacfwd")
 # jax.checkpoint's policies the program model names (jax.checkpoint_policies.<name>, present on
@@ -74,6 +74,10 @@ CHECKPOINT_POLICIES = (None, "everything_saveable", "nothing_saveable", "dots_sa
 # A rule of the context (Ctx.rules) inside a checkpoint under grad / vjp / jvp: no effect
 # there (fuzz.typecheck.enter; "Effects not supported in partial-eval of `checkpoint`/`remat`").
 NO_EFFECTS = "no_effects_in_remat"
+# A rule of the context inside a lax.cond inside a vmap (or map): no io_callback there
+# ("IO effect not supported in vmap-of-cond", NotImplementedError, measured on jax 0.10.2,
+# batched predicate or not, ordered or not; jax.debug.callback / print and pure_callback run).
+NO_IO_COND = "no_io_in_vmap_of_cond"
 # Op families whose ops have an effect remat refuses (io_callback; not the debug callbacks,
 # measured): refused where NO_EFFECTS holds.
 EFFECT_FAMILIES = ("io_callback",)
@@ -118,8 +122,11 @@ def eqn_types(eqn: dict, args: list, ctx: Ctx) -> list:
     if not op.grad_ok:
         _require(not ctx.in_grad, f"{op.name} {op.no_grad_reason}: not under grad")
     _require(f"no_op:{op.name}" not in ctx.rules, f"this JAX release has no {op.name} (it came in {op.since})")
-    _require(not effect_refused(op, ctx), f"{op.name} inside a checkpoint under grad / vjp / jvp "
-                                          "(\"Effects not supported in partial-eval of `checkpoint`/`remat`\")")
+    _require(not (effect_refused(op, ctx) and NO_EFFECTS in ctx.rules),
+             f"{op.name} inside a checkpoint under grad / vjp / jvp "
+             "(\"Effects not supported in partial-eval of `checkpoint`/`remat`\")")
+    _require(not effect_refused(op, ctx), f"{op.name} inside a lax.cond under vmap "
+                                          "(\"IO effect not supported in vmap-of-cond\")")
     _require(op.explicit_ok or not ctx.explicit or ctx.manual,
              f"{op.name} on an Explicit mesh outside shard_map (sharding types: not modelled)")
     want = op.arg_dtypes(eqn)
@@ -130,7 +137,8 @@ def eqn_types(eqn: dict, args: list, ctx: Ctx) -> list:
 
 
 def effect_refused(op, ctx: Ctx) -> bool:
-    """Whether ``op`` (a registry entry) has a side effect and ``ctx`` is inside a checkpoint under a derivative.
+    """Whether ``op`` (a registry entry) has a side effect and ``ctx`` is inside a checkpoint under a
+    derivative or inside a lax.cond under vmap (NO_IO_COND).
 
     jax.checkpoint's partial evaluation (under grad and vjp) raises NotImplementedError
     "Effects not supported in partial-eval of `checkpoint`/`remat`" for an io_callback,
@@ -138,7 +146,7 @@ def effect_refused(op, ctx: Ctx) -> bool:
     holds under every derivative (Ctx does not tell them apart). jax.debug.callback,
     jax.debug.print and pure_callback run there (measured on both releases): not refused.
     """
-    return op.family in EFFECT_FAMILIES and NO_EFFECTS in ctx.rules
+    return op.family in EFFECT_FAMILIES and bool({NO_EFFECTS, NO_IO_COND} & ctx.rules)
 
 
 def as_vmap(t: dict, n_results: int = 0) -> dict:
@@ -182,6 +190,18 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         _require(type(k) is int and 0 <= k < len(args), "argnums out of range")
         _require(args[k].dtype == FLOAT, f"{kind} with respect to an int32 argument")
         return replace(ctx, grad_at=len(ctx.axes)), list(args)
+    if kind == "cond":
+        # The predicate is derived from argument 0 (its signs: fuzz.reference, docs/program.md).
+        # With check_vma on, jax 0.10.2 types cond's outputs without the predicate's varying
+        # axes (jax-ml/jax#40823, open: "lax.cond can mark an array as replicated when it is
+        # not"), so a predicate varying over a checked manual axis is refused rather than
+        # made to rediscover that bug everywhere; over unchecked and vmap axes it may vary
+        # (measured: collectives inside both branches run and agree, devices diverging).
+        _require(len(args) >= 1, "cond of a function without arguments")
+        checked = frozenset(a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma)
+        _require(not (args[0].vma & checked),
+                 "cond's predicate varies over a checked manual axis (jax-ml/jax#40823: not generated)")
+        return (replace(ctx, rules=ctx.rules | {NO_IO_COND}) if ctx.in_vmap else ctx), list(args)
     if kind in ("vjp", "jvp"):
         # Inside a shard_map body (check_vma on) jax.vjp refuses a constant cotangent for a
         # varying output ("unexpected JAX type ... expected float32[2]{V:x}", jax 0.10.2), and
@@ -287,6 +307,9 @@ def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
         independent = frozenset(a.name for a in outer.axes if a.kind == "vmap" or not a.check_vma)
         varying = frozenset().union(*(r.vma for r in results)) & independent
         return list(results) + [replace(a, vma=a.vma | varying) for a in args]
+    if kind == "cond":
+        # f's outputs or their negation, chosen per index where the predicate varies
+        return [replace(r, vma=r.vma | args[0].vma) for r in results]
     if kind in JACOBIANS:
         # Per output r its Jacobian w.r.t. argument a: shape r.shape + a.shape. Along a
         # checked manual axis jacrev's result varies where a does (the cotangent basis

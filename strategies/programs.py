@@ -8,7 +8,7 @@ away. Structure is drawn first (mesh, inputs, transform chain), leaves last, and
 programs: fewer axes, size-1 dims, no transforms, ``jit`` before the others.
 
 The grammar (see ``docs/program.md``): a call applies a chain of transforms (jit,
-shard_map, vmap, grad, value_and_grad, vjp, jvp, checkpoint, map, jacrev, jacfwd) to a function; a
+shard_map, vmap, grad, value_and_grad, vjp, jvp, checkpoint, map, jacrev, jacfwd, cond) to a function; a
 function body is a list of equations: elementwise, broadcasting, reductions (a seeded
 weighted sum ``wsum`` among them, also as the loss of a grad), matmul, transpose,
 collectives over any axis name in scope, io_callback (ordered or not), and nested calls whose bodies
@@ -136,6 +136,11 @@ class _Gen:
         jac_args = [i for i, a in enumerate(args) if floats[i] and (scalar_ok or a.rank >= 1) and a.size <= JAC_MAX_ARG]
         if not after_grad and jac_args:
             kinds.append("jac")
+        # lax.cond keeps its body's types (so also in a grad's chain); its predicate (from the
+        # first argument) may not vary over a checked manual axis (fuzz.typecheck.enter)
+        checked = {a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma}
+        if args and not args[0].vma & checked:
+            kinds.append("cond")
         families = {"jac": [k for k in T.JACOBIANS if k not in self.disabled]}
         kinds = [k for k in kinds if k not in self.disabled and families.get(k, True)]
         if not kinds:
@@ -145,6 +150,8 @@ class _Gen:
             kind = draw(st.sampled_from(families[kind]))
         if kind in T.JACOBIANS:
             return {"kind": kind, "argnums": [draw(st.sampled_from(jac_args))]}
+        if kind == "cond":
+            return {"kind": "cond"}
         if kind == "jit":
             return {"kind": "jit"}
         if kind == "checkpoint":

@@ -174,6 +174,92 @@ def test_the_reducer_keeps_a_jacobian_valid():
     check_program(kept.program)
 
 
+# ------------------------------------------------------------------ cond
+COND = {"kind": "cond"}
+
+
+def test_cond_keeps_types_and_varies_with_its_predicate():
+    sm_off = shard_map([[["x"], None], [None]], [[["x"], None]], check_vma=False)
+    p = two_inputs([call("f0", [COND], ["x0", "x1"]), call("f0", [vmap([0, None], [0, 0]), COND], ["x0", "x1"])])
+    validate_program(p)
+    assert check_program(p) == [[T.Ty((4, 2)), T.Ty((4, 2))], [T.Ty((4, 2)), T.Ty((4, 2))]]
+    seen = {}
+    body = fn(["a", "b"], [eqn("call", ["b", "a"], ["v", "w"], transforms=[COND], fn=BODY)], ["v"])
+    p = two_inputs([call("f0", [sm_off], ["x0", "x1"])], functions={"f0": body})
+    check_program(p, on_eqn=lambda e, ctx, args: seen.setdefault("ctx", ctx))
+    # the predicate comes from b (unvarying): a cond of (b, a) keeps w = b * b unvarying
+    (v, w) = T.call_types([COND], BODY, seen["ctx"], [T.Ty((2,)), T.Ty((2, 2), frozenset({"x"}))], {})
+    assert w.vma == frozenset() and v.vma == frozenset({"x"})
+    (v, w) = T.call_types([COND], BODY, seen["ctx"], [T.Ty((2, 2), frozenset({"x"})), T.Ty((2,))], {})
+    assert w.vma == frozenset({"x"})  # a predicate varying over the unchecked axis x
+
+
+def test_cond_refusals():
+    # a predicate varying over a checked manual axis (jax-ml/jax#40823)
+    p = two_inputs([call("f0", [shard_map([[["x"], None], [None]], [[["x"], None], [["x"], None]]), COND],
+                         ["x0", "x1"])])
+    with pytest.raises(ProgramError, match="40823"):
+        check_program(p)
+    p["calls"][0]["args"] = ["x0", "x1"]
+    p["calls"][0]["transforms"][0]["check_vma"] = False
+    check_program(p)
+    # an io_callback inside a cond under vmap ("IO effect not supported in vmap-of-cond")
+    cb = fn(["a"], [eqn("io_callback", ["a"], [], tag="cb1", ordered=False, returns=False, stop_gradient=False)],
+            ["a"])
+    p = program(inputs=[("x0", (4,), 1)], functions={"f0": cb}, calls=[call("f0", [vmap([0], [0]), COND], ["x0"])])
+    with pytest.raises(ProgramError, match="vmap-of-cond"):
+        check_program(p)
+    p["calls"] = [call("f0", [COND, vmap([0], [0])], ["x0"])]
+    check_program(p)
+
+
+def test_cond_reference_by_hand():
+    p = program(inputs=[("x0", (4, 2), 1), ("x1", (2,), 2)], functions={"f0": BODY},
+                calls=[call("f0", [COND], ["x0", "x1"]), call("f0", [vmap([0, None], [0, 0]), COND], ["x0", "x1"])])
+    (v, w), (bv, bw) = evaluate(p)["results"]
+    x0, x1 = make_input(1, (4, 2)), make_input(2, (2,))
+    sign = 1 if np.sign(x0).sum() >= 0 else -1
+    np.testing.assert_allclose(v, sign * np.sin(x0) * x1, rtol=1e-6)
+    rows = np.where(np.sign(x0).sum(axis=1) >= 0, 1, -1)[:, None]  # per example under vmap
+    assert 1 in rows and -1 in rows  # (both branches taken)
+    np.testing.assert_allclose(bw, rows * x0 * x0, rtol=1e-6)
+
+
+def test_cond_rendering():
+    p = two_inputs([call("f0", [JIT, COND], ["x0", "x1"])])
+    src = render(p)
+    assert "jax.jit(tuple_cond(f0))" in src and src.count("def tuple_cond(") == 1
+    compile(src, "<program>", "exec")
+    repro = render_repro(p, None, {"oracle": "differential", "kind": "wrong-values", "message": "", "call": 0})
+    assert "def tuple_cond(" in repro
+    compile(repro, "<repro>", "exec")
+
+
+def test_cond_agrees_with_jax(worker):
+    # batched predicate under vmap (a select) with a collective over the vmap axis; a
+    # shard_map body with check_vma off whose devices take different branches around a
+    # psum and a ppermute; check_vma on with an unvarying predicate; grad, jvp and jacfwd
+    sm_off = shard_map([[["x"], None], [None]], [[["x"], None], [["x"], None]], check_vma=False)
+    vpsum = fn(["a", "b"], [eqn("sin", ["a"], ["s"]), eqn("psum", ["s"], ["r"], axes=["i"]),
+                            eqn("mul", ["r", "b"], ["v"])], ["v"])
+    loss = fn(["a", "b"], [eqn("call", ["a", "b"], ["v", "w"], transforms=[COND], fn=BODY),
+                           eqn("wsum", ["v"], ["l"], seed=3)], ["l"])
+    on_body = fn(["a", "b"], [eqn("call", ["b", "a"], ["r", "w"], transforms=[COND], fn=PSUM)], ["w"])
+    funcs = {"f0": BODY, "f1": vpsum, "f2": PSUM, "f3": PERMUTE, "f4": loss, "f5": on_body}
+    calls = [call("f0", [COND], ["x0", "x1"]),
+             call("f1", [JIT, vmap([0, None], [0], axis_name="i"), COND], ["x0", "x1"]),
+             call("f2", [JIT, sm_off, COND], ["x0", "x1"]),
+             call("f3", [shard_map([[["x"], None], [None]], [[["x"], None]], check_vma=False), COND], ["x0", "x1"]),
+             call("f5", [JIT, shard_map([[["x"], None], [None]], [[["x"], None]])], ["x0", "x1"]),
+             call("f4", [{"kind": "grad", "argnums": [0, 1]}], ["x0", "x1"]),
+             call("f0", [{"kind": "jvp", "seed": 5}, COND], ["x0", "x1"]),
+             call("f0", [jac("jacfwd", 1), COND], ["x0", "x1"])]
+    p = two_inputs(calls, funcs)
+    ref = evaluate(p)["results"]
+    assert (ref[2][0] > 0).any() and (ref[2][0] < 0).any()  # the devices took different branches
+    agree(worker, p)
+
+
 # ------------------------------------------------------------------ generator
 def chains(p: dict) -> list:
     out = [c["transforms"] for c in p["calls"]]
@@ -189,7 +275,7 @@ def chains(p: dict) -> list:
     return out
 
 
-NEW = ("jacrev", "jacfwd")
+NEW = ("jacrev", "jacfwd", "cond")
 OTHERS = frozenset({"shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp", "checkpoint", "map"})
 
 
