@@ -27,6 +27,7 @@ enclosing vmap axes) is one array of shape ``(size_1, ..., size_k) + shape``.
   axes); every index is independent (no manual axis is in scope: fuzz.typecheck.enter).
 - jacrev / jacfwd: ``jax.jacrev`` / ``jax.jacfwd`` of the reference (see
   :meth:`Reference.jacobian` for the lock-step contraction, manual axes included).
+- fori_loop / while_loop: f's outputs added to themselves n times, in the loop's order.
 - cond: f's outputs where ``sum(sign(args[0])) >= 0`` (per index of the named axes), their
   negation elsewhere.
 - wsum: ``sum(x * weights(seed, shape))`` over a value's own dims.
@@ -156,6 +157,12 @@ class Reference:
             outs, out_ts = self.grad(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
         elif kind in T.JACOBIANS:
             outs, out_ts = self.jacobian(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
+        elif kind in T.LOOPS:
+            outs, out_ts = self.call(rest, fn, inner_ctx, xs, inner_ts, env)
+            carry = list(outs)
+            for _ in range(t["n"]):  # the loop's additions, in its order
+                carry = [c + y for c, y in zip(carry, outs)]
+            outs = carry
         elif kind == "cond":
             outs, out_ts = self.call(rest, fn, inner_ctx, xs, inner_ts, env)
             outs = self.cond(xs[0], outs, out_ts, len(ctx.axes))

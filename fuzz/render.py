@@ -26,7 +26,8 @@ import re
 import numpy as np
 
 from fuzz import ops as O
-from fuzz.typecheck import CHECKPOINT_POLICIES, JACOBIANS, ProgramError, check_identifier, check_program
+from fuzz.typecheck import (CHECKPOINT_POLICIES, JACOBIANS, LOOP_MAX, LOOPS, ProgramError, check_identifier,
+                             check_program)
 
 NEWEST_CAPS = {"shard_map": "jax", "check_kw": "check_vma", "partial_manual": "axis_names", "explicit": True}
 
@@ -77,11 +78,26 @@ _COND_SRC = [
     "        pred = jnp.sum(jnp.sign(a[0])) >= 0",
     "        return jax.lax.cond(pred, lambda *b: tuple(f(*b)), lambda *b: tuple(-y for y in f(*b)), *a)",
     "    return g"]
-_HELPERS = frozenset({"weights", "vjp", "jvp", "lax_map", "jac", "cond"})  # the helpers _linear_helpers emits
+# Loops with a static trip count n: the carry starts at f's outputs (so it has their types and
+# varying axes) and adds f's outputs n times; f runs inside the loop body.
+_FORI_SRC = [
+    "def tuple_fori(f, n):  # lax.fori_loop(0, n): the carry f(*a) plus f(*a) n times",
+    "    def g(*a):",
+    "        return jax.lax.fori_loop(0, n, lambda i, c: tuple(ci + yi for ci, yi in zip(c, f(*a))), tuple(f(*a)))",
+    "    return g"]
+_WHILE_SRC = [
+    "def tuple_while(f, n):  # lax.while_loop on a counter: the carry f(*a) plus f(*a) n times",
+    "    def g(*a):",
+    "        def body(s):",
+    "            return s[0] + 1, tuple(ci + yi for ci, yi in zip(s[1], f(*a)))",
+    "        return jax.lax.while_loop(lambda s: s[0] < n, body, (0, tuple(f(*a))))[1]",
+    "    return g"]
+# the helpers _linear_helpers emits
+_HELPERS = frozenset({"weights", "vjp", "jvp", "lax_map", "jac", "cond", "fori_loop", "while_loop"})
 
 
 def _linear_helpers(helpers: set) -> list:
-    """Source lines (each definition preceded by two blank lines) of the wsum / vjp / jvp / lax.map / jac* helpers used."""
+    """Source lines (each preceded by two blank lines) of the helpers used (wsum, vjp, jvp, lax.map, jac*, cond, loops)."""
     out = []
     if helpers & {"weights", "vjp", "jvp"}:
         out += ["", ""] + _WEIGHTS_SRC
@@ -95,6 +111,10 @@ def _linear_helpers(helpers: set) -> list:
         out += ["", ""] + _JAC_SRC
     if "cond" in helpers:
         out += ["", ""] + _COND_SRC
+    if "fori_loop" in helpers:
+        out += ["", ""] + _FORI_SRC
+    if "while_loop" in helpers:
+        out += ["", ""] + _WHILE_SRC
     return out
 
 
@@ -192,6 +212,12 @@ class _Renderer:
         if k == "cond":
             self.helpers.add("cond")
             return f"tuple_cond({f})"
+        if k in LOOPS:
+            n = _int(t["n"])
+            if not 0 <= int(n) <= LOOP_MAX:
+                raise ProgramError(f"{k}'s trip count is in 0..{LOOP_MAX}")
+            self.helpers.add(k)
+            return f"tuple_{k.split('_')[0]}({f}, {n})"
         if k in JACOBIANS:
             if len(t["argnums"]) != 1:
                 raise ProgramError(f"{k} takes one argnums entry")

@@ -65,7 +65,13 @@ COLLECTIVES = O.names("collective")
 # Ops whose derivative is a convention (ties): never under grad.
 TIE_OPS = tuple(n for n, op in O.REGISTRY.items() if not op.grad_ok)
 TRANSFORMS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp", "checkpoint", "map", "jacrev",
-              "jacfwd", "cond")
+              "jacfwd", "cond", "fori_loop", "while_loop")
+# Loops (a static trip count n): the carry starts at f's outputs and adds them n times.
+LOOPS = ("fori_loop", "while_loop")
+LOOP_MAX = 3  # the largest trip count the program model names
+# A rule of the context under a reverse-mode derivative (grad, value_and_grad, vjp, jacrev):
+# no while_loop there ("Reverse-mode differentiation does not work for lax.while_loop", measured).
+REVERSE = "reverse_mode"
 # Jacobians (jax.jacrev / jax.jacfwd with one int argnums): typed as grad underneath.
 JACOBIANS = ("jacrev", "jacfwd")
 # jax.checkpoint's policies the program model names (jax.checkpoint_policies.<name>, present on
@@ -181,7 +187,17 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         _require(len(t["argnums"]) == len(set(t["argnums"])), "argnums repeat")
         _require(all(0 <= i < len(args) for i in t["argnums"]), "argnums out of range")
         _require(all(args[i].dtype == FLOAT for i in t["argnums"]), f"{kind} with respect to an int32 argument")
-        return replace(ctx, grad_at=len(ctx.axes)), list(args)
+        return replace(ctx, grad_at=len(ctx.axes), rules=ctx.rules | {REVERSE}), list(args)
+    if kind in LOOPS:
+        n = t["n"]
+        _require(type(n) is int and 0 <= n <= LOOP_MAX, f"{kind}'s trip count n is an int in 0..{LOOP_MAX}")
+        # jax.lax.while_loop has no transpose ("Reverse-mode differentiation does not work for
+        # lax.while_loop or lax.fori_loop with dynamic start/stop values", ValueError, measured
+        # on jax 0.10.2 under grad, vjp, jacrev and grad of a checkpoint); jvp, jacfwd and
+        # linearize run. fori_loop with static bounds lowers to a scan: reverse mode runs.
+        _require(kind != "while_loop" or REVERSE not in ctx.rules,
+                 "while_loop under grad / vjp / jacrev (reverse mode: refused by JAX)")
+        return ctx, list(args)
     if kind in JACOBIANS:
         # measured on jax 0.10.2: both run inside shard_map bodies (check_vma on and off),
         # under vmap and jit; typed as grad underneath (grad_at: the same collective rules)
@@ -189,7 +205,8 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         (k,) = t["argnums"]
         _require(type(k) is int and 0 <= k < len(args), "argnums out of range")
         _require(args[k].dtype == FLOAT, f"{kind} with respect to an int32 argument")
-        return replace(ctx, grad_at=len(ctx.axes)), list(args)
+        return replace(ctx, grad_at=len(ctx.axes), rules=ctx.rules | ({REVERSE} if kind == "jacrev" else set())), \
+            list(args)
     if kind == "cond":
         # The predicate is derived from argument 0 (its signs: fuzz.reference, docs/program.md).
         # With check_vma on, jax 0.10.2 types cond's outputs without the predicate's varying
@@ -210,7 +227,8 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         _require(not ctx.manual, f"{kind} inside a shard_map body is not generated")
         _require(len(args) >= 1, f"{kind} of a function without arguments")
         _require(all(a.dtype == FLOAT for a in args), f"{kind} of a function with an int32 argument")
-        return replace(ctx, grad_at=len(ctx.axes)), list(args)
+        return replace(ctx, grad_at=len(ctx.axes), rules=ctx.rules | ({REVERSE} if kind == "vjp" else set())), \
+            list(args)
     if kind == "shard_map":
         mesh = ctx.mesh
         names = t["axis_names"] if t["axis_names"] is not None else [a for a in mesh if a not in ctx.manual]
@@ -285,7 +303,7 @@ def _check_spec(spec: list, rank: int, names: list, ctx: Ctx) -> None:
 def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
     """Apply one transform's output side: outer result types from inner result types."""
     kind = t["kind"]
-    if kind in ("jit", "checkpoint"):
+    if kind in ("jit", "checkpoint") + LOOPS:
         return list(results)
     if kind == "map":
         return exit_(as_vmap(t, len(results)), outer, inner, args, results)

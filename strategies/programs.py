@@ -8,7 +8,8 @@ away. Structure is drawn first (mesh, inputs, transform chain), leaves last, and
 programs: fewer axes, size-1 dims, no transforms, ``jit`` before the others.
 
 The grammar (see ``docs/program.md``): a call applies a chain of transforms (jit,
-shard_map, vmap, grad, value_and_grad, vjp, jvp, checkpoint, map, jacrev, jacfwd, cond) to a function; a
+shard_map, vmap, grad, value_and_grad, vjp, jvp, checkpoint, map, jacrev, jacfwd, cond, fori_loop,
+while_loop) to a function; a
 function body is a list of equations: elementwise, broadcasting, reductions (a seeded
 weighted sum ``wsum`` among them, also as the loss of a grad), matmul, transpose,
 collectives over any axis name in scope, io_callback (ordered or not), and nested calls whose bodies
@@ -134,6 +135,7 @@ class _Gen:
         # the control-flow and Jacobian kinds come after it (shrinking moves away from them), one
         # entry per family: a Jacobian w.r.t. one small float argument (its size bounds the result)
         jac_args = [i for i, a in enumerate(args) if floats[i] and (scalar_ok or a.rank >= 1) and a.size <= JAC_MAX_ARG]
+        families = {"jac": [k for k in T.JACOBIANS if k not in self.disabled]}
         if not after_grad and jac_args:
             kinds.append("jac")
         # lax.cond keeps its body's types (so also in a grad's chain); its predicate (from the
@@ -141,7 +143,10 @@ class _Gen:
         checked = {a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma}
         if args and not args[0].vma & checked:
             kinds.append("cond")
-        families = {"jac": [k for k in T.JACOBIANS if k not in self.disabled]}
+        # loops keep their body's types too; no while_loop under reverse mode (fuzz.typecheck.enter)
+        families["loop"] = [k for k in T.LOOPS if k not in self.disabled
+                            and not (k == "while_loop" and T.REVERSE in ctx.rules)]
+        kinds.append("loop")
         kinds = [k for k in kinds if k not in self.disabled and families.get(k, True)]
         if not kinds:
             return None
@@ -152,6 +157,8 @@ class _Gen:
             return {"kind": kind, "argnums": [draw(st.sampled_from(jac_args))]}
         if kind == "cond":
             return {"kind": "cond"}
+        if kind in T.LOOPS:
+            return {"kind": kind, "n": draw(st.integers(0, T.LOOP_MAX))}
         if kind == "jit":
             return {"kind": "jit"}
         if kind == "checkpoint":

@@ -260,6 +260,72 @@ def test_cond_agrees_with_jax(worker):
     agree(worker, p)
 
 
+# ------------------------------------------------------------------ fori_loop / while_loop
+def loop(kind, n):
+    return {"kind": kind, "n": n}
+
+
+def test_loops_keep_types_and_while_refuses_reverse_mode():
+    p = two_inputs([call("f0", [loop("fori_loop", 2)], ["x0", "x1"]), call("f0", [loop("while_loop", 0)], ["x0", "x1"])])
+    validate_program(p)
+    assert check_program(p) == [[T.Ty((4, 2)), T.Ty((4, 2))]] * 2
+    loss = fn(["a", "b"], [eqn("sin", ["a"], ["s"]), eqn("sum", ["s"], ["l"], axis=None)], ["l"])
+    for chain, ok in (([GRAD, loop("fori_loop", 3)], True), ([GRAD, loop("while_loop", 1)], False),
+                      ([GRAD, JIT, {"kind": "checkpoint", "policy": None}, loop("while_loop", 1)], False),
+                      ([loop("while_loop", 1), GRAD], True)):
+        p = two_inputs([call("f0", chain, ["x0", "x1"])], functions={"f0": loss})
+        if ok:
+            check_program(p)
+        else:
+            with pytest.raises(ProgramError, match="reverse mode"):
+                check_program(p)
+    for chain in ([{"kind": "vjp", "seed": 1}, loop("while_loop", 1)], [jac("jacrev"), loop("while_loop", 1)]):
+        with pytest.raises(ProgramError, match="reverse mode"):
+            check_program(two_inputs([call("f0", chain, ["x0", "x1"])]))
+    for chain in ([{"kind": "jvp", "seed": 1}, loop("while_loop", 1)], [jac("jacfwd"), loop("while_loop", 2)]):
+        check_program(two_inputs([call("f0", chain, ["x0", "x1"])]))
+    p = two_inputs([call("f0", [loop("fori_loop", 4)], ["x0", "x1"])])
+    with pytest.raises(ProgramError, match="0..3"):
+        check_program(p)
+    with pytest.raises(ProgramError):
+        validate_program(p)
+
+
+def test_loop_reference_and_rendering():
+    p = two_inputs([call("f0", [loop("fori_loop", 3)], ["x0", "x1"]), call("f0", [JIT, loop("while_loop", 0)], ["x0", "x1"])])
+    (v, w), (v0, w0) = evaluate(p)["results"]
+    x0, x1 = make_input(1, (4, 2)), make_input(2, (2,))
+    np.testing.assert_allclose(v, 4 * np.sin(x0) * x1, rtol=1e-6)
+    np.testing.assert_allclose(w0, x0 * x0, rtol=1e-6)
+    src = render(p)
+    assert "tuple_fori(f0, 3)" in src and "jax.jit(tuple_while(f0, 0))" in src
+    compile(src, "<program>", "exec")
+    bad = copy.deepcopy(p)
+    bad["calls"][0]["transforms"][0]["n"] = "3)); import os; ((3"
+    with pytest.raises(ProgramError):
+        render(bad)
+
+
+def test_loops_agree_with_jax(worker):
+    # inside shard_map bodies (check_vma on and off, collectives in the body), under vmap with a
+    # collective over its axis, under grad / jacrev (fori_loop) and jvp / jacfwd (while_loop)
+    sm = shard_map([[["x"], None], [None]], [[["x"], None], [["x"], None]])
+    sm_off = shard_map([[["x"], None], [None]], [[["x"], None]], check_vma=False)
+    vpsum = fn(["a", "b"], [eqn("sin", ["a"], ["s"]), eqn("psum", ["s"], ["r"], axes=["i"]),
+                            eqn("mul", ["r", "b"], ["v"])], ["v"])
+    loss = fn(["a", "b"], [eqn("call", ["a", "b"], ["v", "w"], transforms=[loop("fori_loop", 2)], fn=BODY),
+                           eqn("wsum", ["v"], ["l"], seed=3)], ["l"])
+    funcs = {"f0": BODY, "f1": vpsum, "f2": PSUM, "f3": PERMUTE, "f4": loss}
+    calls = [call("f2", [JIT, sm, loop("fori_loop", 2)], ["x0", "x1"]),
+             call("f3", [sm_off, loop("while_loop", 3)], ["x0", "x1"]),
+             call("f1", [vmap([0, None], [0], axis_name="i"), loop("while_loop", 1)], ["x0", "x1"]),
+             call("f4", [{"kind": "grad", "argnums": [0, 1]}], ["x0", "x1"]),
+             call("f0", [jac("jacrev", 1), loop("fori_loop", 1)], ["x0", "x1"]),
+             call("f0", [{"kind": "jvp", "seed": 5}, loop("while_loop", 2)], ["x0", "x1"]),
+             call("f0", [jac("jacfwd", 1), loop("while_loop", 1)], ["x0", "x1"])]
+    agree(worker, two_inputs(calls, funcs))
+
+
 # ------------------------------------------------------------------ generator
 def chains(p: dict) -> list:
     out = [c["transforms"] for c in p["calls"]]
@@ -275,7 +341,7 @@ def chains(p: dict) -> list:
     return out
 
 
-NEW = ("jacrev", "jacfwd", "cond")
+NEW = ("jacrev", "jacfwd", "cond", "fori_loop", "while_loop")
 OTHERS = frozenset({"shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp", "checkpoint", "map"})
 
 
