@@ -46,9 +46,10 @@ def features(program: dict) -> tuple:
     """(set of feature names, nesting depth) of a program.
 
     Names: transform kinds (jit, shard_map, vmap, grad, value_and_grad, vjp, jvp,
-    checkpoint, jacrev, jacfwd, cond, fori_loop, while_loop, and lax_map for a ``map``), checkpoint_policy:<name> (a checkpoint's
-    policy, ``jax.checkpoint_policies.<name>``), spmd_axis_name, vmap_axis_name,
-    check_vma_off, partial_manual, capture (a function reads a variable of an enclosing
+    checkpoint, jacrev, jacfwd, cond, fori_loop, while_loop, linearize, and lax_map for a
+    ``map``: JAX's names), checkpoint_policy:<name> (a checkpoint's policy,
+    ``jax.checkpoint_policies.<name>``), spmd_axis_name, vmap_axis_name, check_vma_off,
+    partial_manual, capture (a function reads a variable of an enclosing
     scope), multi_call, explicit_mesh, and what each op
     of the registry names (:meth:`fuzz.ops.base.Op.features`: each collective, wsum,
     io_callback_ordered, io_callback_unordered, io_callback_result, and the data

@@ -22,7 +22,7 @@ enclosing vmap axes) is one array of shape ``(size_1, ..., size_k) + shape``.
   ("Efficient transposition of replication-inducing collectives") and the shard_map
   tutorial's autodiff section; measured on jax 0.10.2 (see ``../shared/design.md``).
   Along vmap axes and ``check_vma=False`` manual axes every index is independent.
-- vjp / jvp: ``jax.vjp`` / ``jax.jvp`` of the reference with the seeded cotangents /
+- vjp / jvp / linearize: ``jax.vjp`` / ``jax.jvp`` of the reference (linearize: as jvp) with the seeded cotangents /
   tangents of :func:`weights` (per-value shapes, the same at every index of the named
   axes); every index is independent (no manual axis is in scope: fuzz.typecheck.enter).
 - jacrev / jacfwd: ``jax.jacrev`` / ``jax.jacfwd`` of the reference (see
@@ -151,7 +151,7 @@ class Reference:
             outs, out_ts = self.shard_map(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
         elif kind in ("vmap", "map"):
             outs, out_ts = self.vmap(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
-        elif kind in ("vjp", "jvp"):
+        elif kind in T.LINEARIZED:
             outs, out_ts = self.linearized(t, rest, fn, inner_ctx, xs, inner_ts, env)
         elif kind in ("grad", "value_and_grad"):
             outs, out_ts = self.grad(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)

@@ -47,6 +47,13 @@ _VJP_SRC = [
     "        cts = tuple(jnp.asarray(weights(seed + k, jnp.shape(o))) for k, o in enumerate(outs))",
     "        return (*outs, *pullback(cts))",
     "    return g"]
+_LINEARIZE_SRC = [
+    "def tuple_linearize(f, seed):  # outputs, then the linearized f at the tangents weights(seed + k) of arguments",
+    "    def g(*a):",
+    "        outs, f_jvp = jax.linearize(f, *a)",
+    "        tangents = tuple(jnp.asarray(weights(seed + k, jnp.shape(x))) for k, x in enumerate(a))",
+    "        return (*outs, *f_jvp(*tangents))",
+    "    return g"]
 _JVP_SRC = [
     "def tuple_jvp(f, seed):  # outputs, then their tangents for the tangents weights(seed + k) of the arguments",
     "    def g(*a):",
@@ -93,18 +100,20 @@ _WHILE_SRC = [
     "        return jax.lax.while_loop(lambda s: s[0] < n, body, (0, tuple(f(*a))))[1]",
     "    return g"]
 # the helpers _linear_helpers emits
-_HELPERS = frozenset({"weights", "vjp", "jvp", "lax_map", "jac", "cond", "fori_loop", "while_loop"})
+_HELPERS = frozenset({"weights", "vjp", "jvp", "linearize", "lax_map", "jac", "cond", "fori_loop", "while_loop"})
 
 
 def _linear_helpers(helpers: set) -> list:
     """Source lines (each preceded by two blank lines) of the helpers used (wsum, vjp, jvp, lax.map, jac*, cond, loops)."""
     out = []
-    if helpers & {"weights", "vjp", "jvp"}:
+    if helpers & {"weights", "vjp", "jvp", "linearize"}:
         out += ["", ""] + _WEIGHTS_SRC
     if "vjp" in helpers:
         out += ["", ""] + _VJP_SRC
     if "jvp" in helpers:
         out += ["", ""] + _JVP_SRC
+    if "linearize" in helpers:
+        out += ["", ""] + _LINEARIZE_SRC
     if "lax_map" in helpers:
         out += ["", ""] + _LAX_MAP_SRC
     if "jac" in helpers:
@@ -206,7 +215,7 @@ class _Renderer:
         if k == "value_and_grad":
             self.helpers.add("value_and_grad")
             return f"tuple_value_and_grad({f}, argnums={_tuple_source(map(_int, t['argnums']))})"
-        if k in ("vjp", "jvp"):
+        if k in ("vjp", "jvp", "linearize"):
             self.helpers.add(k)
             return f"tuple_{k}({f}, {_int(t['seed'])})"
         if k == "cond":

@@ -65,7 +65,10 @@ COLLECTIVES = O.names("collective")
 # Ops whose derivative is a convention (ties): never under grad.
 TIE_OPS = tuple(n for n, op in O.REGISTRY.items() if not op.grad_ok)
 TRANSFORMS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp", "checkpoint", "map", "jacrev",
-              "jacfwd", "cond", "fori_loop", "while_loop")
+              "jacfwd", "cond", "fori_loop", "while_loop", "linearize")
+# Transforms with seeded (co)tangents: typed (and evaluated) as jvp or vjp. linearize is jvp's
+# values through jax.linearize.
+LINEARIZED = ("vjp", "jvp", "linearize")
 # Loops (a static trip count n): the carry starts at f's outputs and adds them n times.
 LOOPS = ("fori_loop", "while_loop")
 LOOP_MAX = 3  # the largest trip count the program model names
@@ -219,7 +222,7 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         _require(not (args[0].vma & checked),
                  "cond's predicate varies over a checked manual axis (jax-ml/jax#40823: not generated)")
         return (replace(ctx, rules=ctx.rules | {NO_IO_COND}) if ctx.in_vmap else ctx), list(args)
-    if kind in ("vjp", "jvp"):
+    if kind in LINEARIZED:
         # Inside a shard_map body (check_vma on) jax.vjp refuses a constant cotangent for a
         # varying output ("unexpected JAX type ... expected float32[2]{V:x}", jax 0.10.2), and
         # the semantics of seeded (co)tangents of unvarying arguments there are not pinned
@@ -339,7 +342,7 @@ def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
         if kind == "jacrev":
             return [Ty(r.shape + a.shape, a.vma | (r.vma & independent)) for r in results]
         return [Ty(r.shape + a.shape, r.vma | (a.vma & independent)) for r in results]
-    if kind == "jvp":
+    if kind in ("jvp", "linearize"):
         # outputs, then their tangents: a tangent has its output's type (the seeded input
         # tangents are unvarying, and the linearized ops follow the same vma rules)
         return list(results) + list(results)

@@ -9,7 +9,7 @@ programs: fewer axes, size-1 dims, no transforms, ``jit`` before the others.
 
 The grammar (see ``docs/program.md``): a call applies a chain of transforms (jit,
 shard_map, vmap, grad, value_and_grad, vjp, jvp, checkpoint, map, jacrev, jacfwd, cond, fori_loop,
-while_loop) to a function; a
+while_loop, linearize) to a function; a
 function body is a list of equations: elementwise, broadcasting, reductions (a seeded
 weighted sum ``wsum`` among them, also as the loss of a grad), matmul, transpose,
 collectives over any axis name in scope, io_callback (ordered or not), and nested calls whose bodies
@@ -143,6 +143,9 @@ class _Gen:
         checked = {a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma}
         if args and not args[0].vma & checked:
             kinds.append("cond")
+        # jvp's values through jax.linearize: where jvp is drawn (fuzz.typecheck.enter)
+        if not after_grad and args and all(floats) and not ctx.manual:
+            kinds.append("linearize")
         # loops keep their body's types too; no while_loop under reverse mode (fuzz.typecheck.enter)
         families["loop"] = [k for k in T.LOOPS if k not in self.disabled
                             and not (k == "while_loop" and T.REVERSE in ctx.rules)]
@@ -167,7 +170,7 @@ class _Gen:
             pool = grad_args if kind == "grad" else [i for i in range(len(args)) if floats[i]]
             argnums = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=len(pool), unique=True))
             return {"kind": kind, "argnums": sorted(argnums)}
-        if kind in ("vjp", "jvp"):
+        if kind in T.LINEARIZED:
             return {"kind": kind, "seed": draw(st.integers(0, 255))}
         if kind in ("vmap", "map"):
             # a map is a vmap over dim 0 of each mapped argument (fuzz.typecheck.as_vmap)

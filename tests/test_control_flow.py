@@ -326,6 +326,36 @@ def test_loops_agree_with_jax(worker):
     agree(worker, two_inputs(calls, funcs))
 
 
+# ------------------------------------------------------------------ linearize
+LIN = {"kind": "linearize", "seed": 7}
+
+
+def test_linearize_is_jvp_through_jax_linearize():
+    p = two_inputs([call("f0", [LIN], ["x0", "x1"]), call("f0", [{"kind": "jvp", "seed": 7}], ["x0", "x1"])])
+    validate_program(p)
+    lin, jvp = check_program(p)
+    assert lin == jvp == [T.Ty((4, 2))] * 4
+    a, b = evaluate(p)["results"]
+    for u, v in zip(a, b):
+        np.testing.assert_array_equal(u, v)
+    src = render(p)
+    assert "tuple_linearize(f0, 7)" in src and src.count("def weights(") == 1
+    compile(src, "<program>", "exec")
+    sm = two_inputs([call("f0", [shard_map([[["x"], None], [None]], [[["x"], None]] * 4), LIN], ["x0", "x1"])])
+    with pytest.raises(ProgramError, match="inside a shard_map body"):
+        check_program(sm)
+
+
+def test_linearize_agrees_with_jax(worker):
+    sm = shard_map([[["x"], None], [None]], [[["x"], None], [["x"], None]])
+    calls = [call("f0", [JIT, LIN], ["x0", "x1"]),
+             call("f0", [vmap([0, None], [0, 0, 0, 0]), LIN, loop("while_loop", 1)], ["x0", "x1"]),
+             call("f2", [LIN, JIT, sm, COND], ["x0", "x1"])]
+    p = two_inputs(calls, {"f0": BODY, "f2": PSUM})
+    p["calls"][2]["transforms"][2]["check_vma"] = False
+    agree(worker, p)
+
+
 # ------------------------------------------------------------------ generator
 def chains(p: dict) -> list:
     out = [c["transforms"] for c in p["calls"]]
@@ -341,7 +371,7 @@ def chains(p: dict) -> list:
     return out
 
 
-NEW = ("jacrev", "jacfwd", "cond", "fori_loop", "while_loop")
+NEW = ("jacrev", "jacfwd", "cond", "fori_loop", "while_loop", "linearize")
 OTHERS = frozenset({"shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp", "checkpoint", "map"})
 
 
