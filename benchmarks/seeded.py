@@ -374,7 +374,8 @@ def hit_rate(kept: dict, names: list, directory: str) -> dict:
     *raised* when JAX raised (or died) on one of its calls without the mutant (a known or
     new JAX bug stood in the way), else *silent* (the wrong value did not reach a compared
     output, or did not change it). Returns {mutant: {"tried", "shown", "raised",
-    "silent", "programs": [{"mutant": [signatures], "plain": [signatures]}]}}: whether a
+    "silent", "programs": [{"outcome", "mutant": [signatures], "plain": [signatures],
+    "program": the program}]}} (the program, to see why a mutant stayed silent): whether a
     silent mutant is a blind spot of the generator (its composition is rarely drawn) or
     of the oracles (drawn, but not seen).
     """
@@ -395,9 +396,10 @@ def hit_rate(kept: dict, names: list, directory: str) -> dict:
                         base = {(f.oracle, f.kind, f.call) for f in got_p}
                         new = [f for f in got_m if f.oracle in VALUE_ORACLES and (f.oracle, f.kind, f.call) not in base]
                         raised = any(f.oracle in ("internal-error", "crash", "hang") for f in got_p)
-                        row["shown" if new else "raised" if raised else "silent"] += 1
-                        row["programs"].append({"mutant": [f.signature[:120] for f in got_m],
-                                                "plain": [f.signature[:120] for f in got_p]})
+                        outcome = "shown" if new else "raised" if raised else "silent"
+                        row[outcome] += 1
+                        row["programs"].append({"outcome": outcome, "mutant": [f.signature[:120] for f in got_m],
+                                                "plain": [f.signature[:120] for f in got_p], "program": p})
                 finally:
                     r.close()
             out[name] = row
