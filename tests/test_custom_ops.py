@@ -303,3 +303,45 @@ def test_a_wrong_tangent_rule_in_the_reference_is_caught(worker):
 def test_generated_programs_with_custom_jvp_agree(worker):
     assert "custom_jvp" in agree_on_generated(worker, "custom_jvp", 1)
 
+
+# ------------------------------------------------------------------ cumprod
+def cumprod_program():
+    """wsum(cumprod(a, axis)) under grad, inside shard_map bodies and under vmap; x0 (4, 3) with a zero."""
+    loss = fn(["a"], [eqn("cumprod", ["a"], ["v"], axis=1), eqn("wsum", ["v"], ["l"], seed=3)], ["l"])
+    plain = fn(["a"], [eqn("cumprod", ["a"], ["v"], axis=0)], ["v"])
+    calls = [call("f0", [JIT, GRAD], ["x0"]),
+             call("f0", [JIT, shard_map([[["x"], None]], [[["x"], None]]), GRAD], ["x0"]),
+             call("f0", [JIT, vmap([0], [0], axis_name="i"), GRAD], ["x1"]),
+             call("f1", [JIT, shard_map([[None, None, ["x"]]], [[None, None, ["x"]]], check_vma=False)], ["x1"]),
+             call("f1", [], ["x0"])]
+    return program(mesh=(("x", 2),), inputs=[("x0", (4, 3), 1), ("x1", (2, 4, 4), 2)],
+                   functions={"f0": loss, "f1": plain}, calls=calls)
+
+
+def test_cumprod_reference_by_hand():
+    res = evaluate(cumprod_program())["results"]
+    x = make_input(1, (4, 3))
+    assert (x == 0).any()  # a zero element: a derivative by division would be wrong there
+    w = weights(3, (4, 3))
+    # d/dx[r, j] of sum_i w[r, i] * prod_{k <= i} x[r, k] = sum_{i >= j} w[r, i] * prod_{k <= i, k != j} x[r, k]
+    want = np.zeros_like(x)
+    for r in range(4):
+        for j in range(3):
+            want[r, j] = sum(w[r, i] * np.prod([x[r, k] for k in range(i + 1) if k != j]) for i in range(j, 3))
+    np.testing.assert_allclose(res[0][0], want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(res[4][0], np.cumprod(x, axis=0))
+
+
+def test_jax_agrees_with_the_reference_on_cumprod(worker):
+    p = cumprod_program()
+    assert judged(worker, p) == []
+
+    def as_cumsum(e):  # a wrong op planted in the reference
+        return {**e, "op": "cumsum"} if e["op"] == "cumprod" else e
+
+    assert {c for _, c in judged(worker, p, Planted(p, as_cumsum).evaluate())} == set(range(5))
+
+
+def test_generated_programs_with_cumprod_agree(worker):
+    assert "cumprod" in agree_on_generated(worker, "cumprod", 1)
+
