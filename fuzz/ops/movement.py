@@ -1,10 +1,12 @@
-"""Data movement: ``broadcast`` (a new leading dim of ``size`` copies), ``roll``, ``pad``, ``concatenate``, ``reshape``.
+"""Data movement: ``broadcast`` (a new leading dim of ``size`` copies), ``roll``, ``pad``, ``concatenate``, ``reshape``,
+``split``.
 
 Semantics (JAX docs): ``jnp.roll(x, shift, axis)`` as NumPy (any shift, taken modulo the
 dim); ``pad`` on one dim with ``lo`` / ``hi`` zeros before / after and ``interior`` zeros
 between elements, negative ``lo`` / ``hi`` cropping (``lax.pad``: "negative padding
 removes elements"; rendered as ``jnp.pad`` when nothing is negative or interior);
-``jnp.concatenate([a, b], axis)``. Each is linear in its float operands (differentiable
+``jnp.concatenate([a, b], axis)``; ``jnp.split(x, 2, axis)`` (two outputs, the halves of an
+even dim). Each is linear in its float operands (differentiable
 under grad) and varies wherever an operand does.
 """
 from __future__ import annotations
@@ -13,7 +15,7 @@ import math
 
 from hypothesis import strategies as st
 
-from fuzz.ops.base import DIM, AlongAxis, ExprOp, Ty, int_schema, require
+from fuzz.ops.base import DIM, AlongAxis, ExprOp, Op, Ty, int_schema, require
 
 
 class Broadcast(ExprOp):
@@ -221,4 +223,43 @@ class Reshape(ExprOp):
         return {"op": self.name, "args": [arg], "outs": [out], "dims": [1]}
 
 
-OPS = (Broadcast(), Roll(), Pad(), Concatenate(), Reshape())
+class Split(Op):
+    """``jnp.split(x, 2, axis=axis)``: two outputs, the first and second halves of dim ``axis``.
+
+    float32 operand of rank >= 1 whose dim ``axis`` is even (0 included: two empty halves);
+    each output has that dim halved and varies where ``x`` does. Semantics:
+    ``jax.numpy.split`` (https://docs.jax.dev/en/latest/_autosummary/jax.numpy.split.html), as
+    NumPy's with an integer number of equal sections. Linear; not on an Explicit mesh outside
+    shard_map (sharding types of slices: not modelled, as ``slice``).
+    """
+
+    name = "split"
+    family = "movement"
+    explicit_ok = False
+    n_outs = frozenset({2})
+    params = {"axis": DIM}
+    feature_names = ("split",)
+
+    def types(self, eqn, args, ctx):
+        (a,) = args
+        d = eqn["axis"]
+        require(0 <= d < a.rank, f"split axis {d} out of range for rank {a.rank}")
+        require(a.shape[d] % 2 == 0, f"split of dim {d} of {a.shape} in two: the dim is odd")
+        half = a.shape[:d] + (a.shape[d] // 2,) + a.shape[d + 1:]
+        return [Ty(half, a.vma), Ty(half, a.vma)]
+
+    def draw(self, draw, ctx, scope):
+        pairs = [(v, d) for v in scope.floats(min_rank=1) for d, n in enumerate(scope.visible[v].shape) if n % 2 == 0]
+        if not pairs:
+            return None
+        a, d = draw(st.sampled_from(pairs))
+        return {"op": self.name, "args": [a], "outs": [scope.new_var(), scope.new_var()], "axis": d}
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        return list(r.xp.split(xs[0], 2, axis=len(ctx.axes) + eqn["axis"]))
+
+    def render(self, rr, eqn, args, outs, ctx, ind):
+        return [f"{ind}{outs[0]}, {outs[1]} = jnp.split({args[0]}, 2, axis={rr.int(eqn['axis'])})"]
+
+
+OPS = (Broadcast(), Roll(), Pad(), Concatenate(), Reshape(), Split())
