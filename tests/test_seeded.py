@@ -130,7 +130,10 @@ class _Draws:
     def __call__(self, strategy):
         if repr(strategy).startswith("integers"):
             return self.value
-        return list(strategy.elements)[0]  # (sampled_from)
+        s = getattr(strategy, "wrapped_strategy", strategy)
+        if hasattr(s, "element_strategy"):  # lists: one element when ``value`` is set, else none
+            return [self(s.element_strategy)] if self.value else []
+        return s.value if hasattr(s, "value") else list(s.elements)[0]  # just / sampled_from
 
 
 def test_collective_axes_of_size_two_or_more_come_first():
@@ -158,6 +161,19 @@ def test_a_collective_draws_an_axis_some_value_varies_over():
 
     assert drawn(1) == (["y"], ["b"], 1)
     assert drawn(0) == (["x"], ["a"], 0)  # no preference: the first axis (size 1: shift 0), the first value
+
+
+def test_a_reduction_over_two_axes_may_mix_varying_and_unvarying_ones():
+    """psum's first axis is one the operand varies over (3 times in 4), its second any other usable
+    one: here the axis the operand does not vary over, so JAX's rule reduces and multiplies at once."""
+    from fuzz.ops import get
+    from fuzz.ops.base import Scope, Ty
+
+    ctx = _ctx_with_axes(("i", 4, "vmap"), ("j", 2, "vmap"))
+    visible = {"a": Ty((4,), frozenset({"j"}))}
+    scope = Scope(visible, ["a"], {}, frozenset(), lambda: "v1", lambda: "cb", None, 4096, 4)
+    assert get("psum").draw(_Draws(1), ctx, scope)["axes"] == ["j", "i"]
+    assert get("psum").draw(_Draws(0), ctx, scope)["axes"] == ["i"]
 
 
 def test_a_name_many_known_bugs_share_is_left_out_at_most_as_often_as_one_bugs_name(monkeypatch):

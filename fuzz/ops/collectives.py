@@ -137,10 +137,12 @@ class Reducing(Collective):
             if not names_ok:
                 return None
         mine = [n for n in names_ok if n in scope.visible[a].vma]  # (reducing over them does work)
-        if mine and draw(st.integers(0, 3)) > 0:
-            names_ok = mine
-        names_ok = _exchanging_first(draw, ctx, names_ok)
-        names = draw(st.lists(st.sampled_from(names_ok), min_size=1, max_size=2, unique=True))
+        first = draw(st.sampled_from(_exchanging_first(draw, ctx, _preferred(draw, names_ok, mine))))
+        # a second axis among all usable ones: over several axes, some the operand varies over and
+        # some not, one primitive takes both paths of JAX's rule (a reduction, and a constant
+        # times the axis size), which a second axis drawn among the varying ones rarely gave
+        rest = _exchanging_first(draw, ctx, [n for n in names_ok if n != first]) if len(names_ok) > 1 else []
+        names = [first] + (draw(st.lists(st.sampled_from(rest), max_size=1)) if rest else [])
         return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axes": names}
 
     def reference(self, r, eqn, xs, ts, ctx):
