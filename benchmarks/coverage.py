@@ -4,6 +4,7 @@
     python benchmarks/coverage.py --seconds 300 --suite-cache suite.json --out coverage.json   # suite side cached
     python benchmarks/coverage.py --no-campaign --suite-file shard_map_test.py --suite-cache suite.json
     python benchmarks/coverage.py --seconds 60 --suite-file shard_map_test.py --suite-k "test_identity" --out c.json
+    python benchmarks/coverage.py --campaign-from /tmp/shardfuzz-coverage-XXXX --suite-cache suite.json  # kept campaign
 
 Measures, with coverage.py (line coverage, no branches), which statements of the modules
 in ``MODULES`` (under ``jax/_src/`` of the JAX this interpreter has; a module that moved
@@ -75,6 +76,7 @@ from fuzz.util import atomic_write_text  # noqa: E402
 MODULES = ("shard_map.py", "interpreters/batching.py", "lax/parallel.py", "interpreters/pxla.py", "pjit.py",
            "callback.py", "core.py", "interpreters/ad.py", "interpreters/partial_eval.py", "interpreters/mlir.py")
 SUITE_TEST = "tests/shard_map_test.py"
+CAMPAIGN_META = "campaign.json"  # the campaign's figures, in the work directory (for --campaign-from)
 CACHE_FORMAT = 1
 
 BOOT = '''\
@@ -361,10 +363,25 @@ def run_campaign(include: list[str], seconds: float, seed: int, jobs: int, extra
     if not data_files:
         raise BenchError(f"no worker wrote coverage data; see {log}")
     rep = json.loads(Path(report).read_text())
-    return {"command": shlex.join(["shardfuzz", *cmd[3:]]), "wall_seconds": round(wall, 1),
+    meta = {"command": shlex.join(["shardfuzz", *cmd[3:]]), "wall_seconds": round(wall, 1),
             "seconds": rep.get("seconds"), "programs": rep.get("programs"),
             "findings": len(rep.get("findings", [])), "known": len(rep.get("known", []) or []),
-            "worker_processes": len(data_files), "returncode": r.returncode, "data_files": data_files}
+            "worker_processes": len(data_files), "returncode": r.returncode,
+            "loadavg_end": [round(x, 2) for x in os.getloadavg()]}
+    atomic_write_text(os.path.join(work, CAMPAIGN_META), json.dumps(meta) + "\n")
+    return dict(meta, data_files=data_files)
+
+
+def campaign_from(work: str) -> dict:
+    """The figures and ``data_files`` of a campaign that ran in ``work`` (a directory kept with ``--keep``).
+
+    Raises BenchError when ``work`` holds no finished campaign of this benchmark.
+    """
+    meta_path = os.path.join(work, CAMPAIGN_META)
+    data_files = sorted(str(p) for p in Path(work).glob(".coverage.campaign.*") if not p.name.endswith("-journal"))
+    if not os.path.exists(meta_path) or not data_files:
+        raise BenchError(f"{work} holds no finished campaign of this benchmark (run it with --keep)")
+    return dict(json.loads(Path(meta_path).read_text()), data_files=data_files, reused_from=os.path.abspath(work))
 
 
 def suite_side(args, version: str, paths: list[str], names: dict, work: str) -> tuple[dict, dict]:
@@ -424,6 +441,8 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="shardfuzz run --jobs")
     ap.add_argument("--campaign-args", default="", help="more options for shardfuzz run, one shell-quoted string")
     ap.add_argument("--no-campaign", action="store_true", help="run (and cache) the suite side only")
+    ap.add_argument("--campaign-from", metavar="DIR",
+                    help="do not run a campaign: analyse the one kept (--keep) in this work directory")
     ap.add_argument("--suite-file", help="JAX's tests/shard_map_test.py of the installed release")
     ap.add_argument("--jax-git", help="a JAX git clone to take it from (tag jax-vX.Y.Z)")
     ap.add_argument("--suite-k", default=None, help="pytest -k expression restricting the suite")
@@ -474,10 +493,12 @@ def run(args, work: str) -> None:
         print(f"suite: {suite_meta['tests']} tests, {result['suite']['lines']} lines reached; {args.out}")
         return
 
-    print(f"coverage.py: campaign of {args.seconds:g} s (seed {args.seed}, {args.jobs} job(s)) with workers under "
-          f"coverage; work directory {work}", file=sys.stderr)
-    camp = run_campaign(paths, args.seconds, args.seed, args.jobs, shlex.split(args.campaign_args), work)
-    camp["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    if args.campaign_from:
+        camp = campaign_from(args.campaign_from)
+    else:
+        print(f"coverage.py: campaign of {args.seconds:g} s (seed {args.seed}, {args.jobs} job(s)) with workers "
+              f"under coverage; work directory {work}", file=sys.stderr)
+        camp = run_campaign(paths, args.seconds, args.seed, args.jobs, shlex.split(args.campaign_args), work)
     statements, reached = reached_lines(camp.pop("data_files"), paths)
     result["campaign"] = camp
     stmts = {names[p]: statements[p] for p in paths}

@@ -136,3 +136,14 @@ def test_missing_and_moved_modules_are_resolved(tmp_path):
                      "shard_map.py": str(tmp_path / "experimental" / "shard_map.py")}
     assert missing == {"interpreters/ad.py": "not in this release"}
     assert sys.modules.get("coverage") is not bench  # the benchmark did not shadow coverage.py
+
+
+def test_campaign_from_needs_a_finished_campaign(tmp_path):
+    with pytest.raises(bench.BenchError, match="no finished campaign"):
+        bench.campaign_from(str(tmp_path))
+    (tmp_path / ".coverage.campaign.host.pid1.x").write_text("")
+    (tmp_path / ".coverage.campaign.host.pid1.x-journal").write_text("")
+    (tmp_path / bench.CAMPAIGN_META).write_text(json.dumps({"programs": 7}))
+    camp = bench.campaign_from(str(tmp_path))
+    assert camp["programs"] == 7
+    assert camp["data_files"] == [str(tmp_path / ".coverage.campaign.host.pid1.x")]
