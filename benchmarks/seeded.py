@@ -152,7 +152,9 @@ def write_wrapper(directory: str, mutant: str, python: str | None = None) -> str
 
 # ------------------------------------------------------------------ exposure: static conditions per mutant
 
-_DIFF = ("grad", "value_and_grad", "vjp")  # transforms that transpose (jvp does not)
+_DIFF = ("grad", "value_and_grad", "vjp", "jacrev")  # transforms that transpose (jvp, jacfwd do not)
+# transforms whose outputs are their function's results, one for one (the others: derivatives)
+_POSITIONAL = ("jit", "checkpoint", "vmap", "shard_map", "map", "cond", "fori_loop", "while_loop")
 _COLLECTIVES = ("psum", "pmean", "pmax", "pmin", "ppermute", "all_gather", "psum_scatter", "all_to_all", "axis_index")
 
 
@@ -255,30 +257,41 @@ def live_equations(program: dict) -> dict:
     Backward from each called function's results: an equation matters when one of its
     outputs is used (it reaches a call's outputs or an io_callback's argument), or when it
     is (or a nested call contains) an io_callback, whose effect counts even when its
-    result is unused; a nested call whose outputs are used makes its function's results
-    used, and the variables its part that matters captures from enclosing scopes. (Under
-    grad the loss's inputs are used by the same rule.)
+    result is unused; a nested call makes used the results of its function whose outputs
+    are used (all of them when a derivative is in its chain, whose outputs mix them), and
+    the variables its part that matters captures from enclosing scopes. (Under grad the
+    loss's inputs are used by the same rule.)
     """
     live: dict = {}
 
     def effects(fn: dict) -> bool:
         return any(e["op"] == "io_callback" or (e["op"] == "call" and effects(e["fn"])) for e in fn["eqns"])
 
-    def walk(fn: dict, results_used: bool) -> set:
-        used = set(fn["results"]) if results_used else set()
-        defined = set(fn["params"]) | {o for e in fn["eqns"] for o in e["outs"]}
+    def walk(fn: dict, results_used: set) -> set:
+        """The variables of ``fn``'s body used, given its results used: its parameters and captures."""
+        used = set(results_used)
+        defined = {o for e in fn["eqns"] for o in e["outs"]}
         for e in reversed(fn["eqns"]):
             outs_used = any(o in used for o in e["outs"])
             if not (outs_used or e["op"] == "io_callback" or (e["op"] == "call" and effects(e["fn"]))):
                 continue
             live[id(e)] = outs_used
-            used.update(e["args"])
-            if e["op"] == "call":
-                used.update(walk(e["fn"], outs_used))
+            if e["op"] != "call":
+                used.update(e["args"])
+                continue
+            inner = e["fn"]
+            if all(t["kind"] in _POSITIONAL for t in e["transforms"]):
+                mine = {r for r, o in zip(inner["results"], e["outs"]) if o in used}
+            else:
+                mine = set(inner["results"]) if outs_used else set()
+            got = walk(inner, mine)
+            used.update(a for a, p in zip(e["args"], inner["params"]) if p in got)  # the arguments it reads
+            used.update(v for v in got if v not in inner["params"])  # its captures
         return {v for v in used if v not in defined}
 
     for call in program["calls"]:
-        walk(program["functions"][call["function"]], True)
+        fn = program["functions"][call["function"]]
+        walk(fn, set(fn["results"]))
     return live
 
 

@@ -193,3 +193,26 @@ def test_a_name_many_known_bugs_share_is_left_out_at_most_as_often_as_one_bugs_n
 
     t()
     assert 0 < sum(out) < 0.9 * len(out), f"shard_map left out of {sum(out)} of {len(out)} programs"
+
+
+def test_exposure_follows_a_nested_calls_outputs_one_by_one():
+    """A collective feeding only the unused one of a nested call's two results, or an argument its
+    body does not read, is dead code; under a derivative in the call's chain, whose outputs mix the
+    results, it counts."""
+    def prog(transforms, outs, arg="a1", result=1):
+        inner = fn(["b1"], [eqn("ppermute", ["b1"], ["w1"], axes=["i"], shift=1), eqn("sin", ["b1"], ["w2"])],
+                   ["w1", "w2"])
+        body = fn(["a1"], [eqn("call", [arg], outs, transforms=transforms, fn=inner)], [outs[result]])
+        return program(mesh=(("x", 1),), inputs=[("x0", (4,), 3)], functions={"f0": body},
+                       calls=[{"function": "f0", "transforms": [], "args": ["x0"]}])
+    vmapped = vmap([0], [0, 0], axis_name="i")
+    assert "ppermute_batch_inverse" in seeded.exposures(prog([vmapped, {"kind": "jit"}], ["u1", "u2"], result=0))
+    assert "ppermute_batch_inverse" not in seeded.exposures(prog([vmapped, {"kind": "jit"}], ["u1", "u2"]))
+    assert "ppermute_batch_inverse" in seeded.exposures(prog([{"kind": "jvp", "seed": 1}, vmapped],
+                                                             ["u1", "u2", "u3", "u4"]))
+    # the collective of a body whose result is unused: its call's argument is not used either
+    dead_arg = program(mesh=(("x", 1),), inputs=[("x0", (4,), 3)], functions={"f0": fn(["a1"], [
+        eqn("ppermute", ["a1"], ["v1"], axes=["i"], shift=1),
+        eqn("call", ["a1", "v1"], ["u1"], transforms=[{"kind": "jit"}], fn=fn(["b1", "b2"], [], ["b1"]))], ["u1"])},
+        calls=[{"function": "f0", "transforms": [vmap([0], [0], axis_name="i")], "args": ["x0"]}])
+    assert "ppermute_batch_inverse" not in seeded.exposures(dead_arg)
