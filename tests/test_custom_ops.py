@@ -7,6 +7,7 @@ on derandomized generated programs that contain it; a wrong derivative planted i
 reference is caught (the comparison can fail). The typing rules refuse what JAX refuses
 (custom_vjp under jvp).
 """
+import json
 from pathlib import Path
 
 import numpy as np
@@ -40,12 +41,23 @@ def vjp(seed):
     return {"kind": "vjp", "seed": seed}
 
 
-def judged(worker, p, reference=None):
-    """The findings of JAX (the worker) against ``reference`` (default: the reference) on ``p``: [(oracle, call)]."""
+_EVALUATED: dict = {}
+
+
+def reference(p: dict) -> dict:
+    """The reference's values of ``p``, computed once per program in this session (eager JAX is slow)."""
+    key = json.dumps(p, sort_keys=True)
+    if key not in _EVALUATED:
+        _EVALUATED[key] = evaluate(p)
+    return _EVALUATED[key]
+
+
+def judged(worker, p, planted=None):
+    """The findings of JAX (the worker) against the reference (or ``planted`` values) on ``p``: [(oracle, call)]."""
     validate_program(p)
     out = worker.run(render(p, worker.caps), timeout=240)
     assert out["status"] == "ok", out
-    found = oracles.judge(p, out, reference if reference is not None else evaluate(p))
+    found = oracles.judge(p, out, planted if planted is not None else reference(p))
     return sorted((f.oracle, f.call) for f in found)
 
 
@@ -131,7 +143,7 @@ def vjp_program(rule, primal="sin"):
 @needs_forward_mode
 @pytest.mark.parametrize("rule, scale", [("true", 1), ("zero", 0), ("none", 0), ("scaled", 2)])
 def test_custom_vjp_reference_by_hand(rule, scale):
-    res = evaluate(vjp_program(rule))["results"]
+    res = reference(vjp_program(rule))["results"]
     x0, x1 = make_input(1, (8,)), make_input(2, (4, 2))
     w = weights(3, (8,))
     close = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
@@ -251,7 +263,7 @@ def jvp_program(rule, symbolic_zeros, primal="sin"):
 
 @pytest.mark.parametrize("rule, scale", [("true", 1), ("zero", 0), ("scaled", 2)])
 def test_custom_jvp_reference_by_hand(rule, scale):
-    res = evaluate(jvp_program(rule, True))["results"]
+    res = reference(jvp_program(rule, True))["results"]
     a, b = make_input(1, (8,)), make_input(4, (8,))
     w = weights(3, (8,))
     close = lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7)
@@ -319,7 +331,7 @@ def cumprod_program():
 
 
 def test_cumprod_reference_by_hand():
-    res = evaluate(cumprod_program())["results"]
+    res = reference(cumprod_program())["results"]
     x = make_input(1, (4, 3))
     assert (x == 0).any()  # a zero element: a derivative by division would be wrong there
     w = weights(3, (4, 3))
@@ -362,7 +374,7 @@ def split_program():
 
 
 def test_split_reference_by_hand():
-    res = evaluate(split_program())["results"]
+    res = reference(split_program())["results"]
     x = make_input(1, (4, 2))
     w = weights(3, (2, 2))
     np.testing.assert_allclose(res[0][0], np.concatenate([w * np.cos(x[:2]) * x[2:], w * np.sin(x[:2])]), rtol=1e-6)
