@@ -43,7 +43,9 @@ class Cumprod(Scan):
     """``jnp.cumprod(x, axis=axis)``: running products along dim ``axis``, float32 of ``x``'s shape.
 
     Semantics: ``jax.numpy.cumprod`` (https://docs.jax.dev/en/latest/_autosummary/jax.numpy.cumprod.html),
-    as NumPy's; not on an Explicit mesh outside shard_map, as ``cumsum`` (AlongAxis).
+    as NumPy's; not on an Explicit mesh outside shard_map (AlongAxis): over a sharded dim JAX
+    refuses it ("Input should be unsharded over the axis being reduced", ShardingTypeError,
+    measured on jax 0.10.2), and the typing rules do not know which dims are sharded there.
     """
 
     name = "cumprod"
