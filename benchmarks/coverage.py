@@ -23,7 +23,8 @@ is looked for by name elsewhere in the jax package, one that is not found is lis
   as ``--jax-git``), run with pytest under ``coverage run`` (``--suite-k`` restricts it
   with pytest's ``-k``). It needs absl-py (``pip install -e '.[bench]'``). Its result can be
   cached in ``--suite-cache`` (reused while the JAX release, the module files, the test
-  file and ``-k`` are the same), so that the campaign side can be rerun alone.
+  file and ``-k`` are the same), so that the campaign side can be rerun alone. Ctrl-C while
+  the suite runs ends it early and keeps what ran (``"complete": false`` in the results).
 
 Code that JAX runs on threads it starts itself (host callbacks run by XLA) is not seen
 by coverage.py's tracer under Python < 3.12; that holds for both sides alike.
@@ -44,6 +45,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -290,8 +292,9 @@ def run_suite(test_file: str, include: list[str], k: str | None, work: str) -> d
     """Run the test file with pytest under ``coverage run`` in ``work``.
 
     Returns ``{"data_files", "tests", "passed", "failed", "errors", "skipped", "seconds",
-    "returncode"}`` (counts from pytest's JUnit XML). Raises BenchError when pytest
-    collected nothing or could not start.
+    "returncode", "complete"}`` (counts from pytest's JUnit XML). A Ctrl-C (SIGINT to the
+    ``coverage run`` process) ends pytest's session early but keeps what ran: ``complete``
+    is then false. Raises BenchError when pytest collected nothing or could not start.
     """
     local = os.path.join(work, "shard_map_test.py")
     if os.path.abspath(test_file) != local:
@@ -306,8 +309,14 @@ def run_suite(test_file: str, include: list[str], k: str | None, work: str) -> d
         cmd += ["-k", k]
     log = os.path.join(work, "suite.log")
     t0 = time.monotonic()
-    with open(log, "w") as out:
-        r = subprocess.run(cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT)
+    # Ctrl-C: pytest stops and keeps what ran, this process carries on. A handler, not SIG_IGN,
+    # which the child would inherit (a caught signal is reset to its default by exec).
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: None)
+    try:
+        with open(log, "w") as out:
+            r = subprocess.run(cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     seconds = time.monotonic() - t0
     if not os.path.exists(junit) or not os.path.exists(data):
         tail = Path(log).read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
@@ -320,7 +329,8 @@ def run_suite(test_file: str, include: list[str], k: str | None, work: str) -> d
     return {"data_files": [data], "tests": counts["tests"],
             "passed": counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"],
             "failed": counts["failures"], "errors": counts["errors"], "skipped": counts["skipped"],
-            "seconds": round(seconds, 1), "returncode": r.returncode}
+            "seconds": round(seconds, 1), "returncode": r.returncode,
+            "complete": r.returncode in (0, 1)}  # pytest: 2 is an interrupted session (Ctrl-C), counts are partial
 
 
 def write_wrapper(work: str, include: list[str], python: str | None = None) -> str:
