@@ -77,8 +77,8 @@ def generated(op: str, n: int, keep=("sin", "mul", "wsum", "sum", "psum", "pperm
     disabled = frozenset(O.REGISTRY) - {op, *keep}
     out = []
 
-    @settings(max_examples=6 * n, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
-    @given(programs(disabled=disabled, max_depth=3, max_eqns=4, max_calls=2))
+    @settings(max_examples=10 * n, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+    @given(programs(disabled=disabled, max_depth=2, max_eqns=4, max_calls=1))
     def collect(p):
         if len(out) < n and any(e["op"] == op for e in equations(p)):
             out.append(p)
