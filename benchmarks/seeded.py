@@ -189,6 +189,18 @@ def _transposed(stack: list, ctx, name: str) -> bool:
     return bool(binders) and any(t["kind"] in _DIFF for t in stack[binders[-1] + 1:])
 
 
+def _batching_axes(ctx, stack: list) -> list:
+    """The axes of ``ctx`` a vmap binds (batching rules apply), not those of a lax.map (a loop).
+
+    Both are typed as vmap axes (fuzz.typecheck.as_vmap); ``stack`` (the transforms
+    around the equation, outermost first) tells them apart: each vmap or map adds one
+    axis, in order.
+    """
+    kinds = [t["kind"] for t in stack if t["kind"] in ("vmap", "map")]
+    axes = [a for a in ctx.axes if a.kind == "vmap"]
+    return [a for a, k in zip(axes, kinds) if k == "vmap"]
+
+
 def _eqn_exposures(e: dict, ctx, args: list, stack: list, used: bool) -> set:
     """Names of the mutants whose composition this equation (in ``ctx``, under the transforms
     ``stack``, outermost first; ``used``: its outputs are used) has. Necessary conditions
@@ -196,7 +208,7 @@ def _eqn_exposures(e: dict, ctx, args: list, stack: list, used: bool) -> set:
     op = e["op"]
     if op == "io_callback":
         out = set()
-        vmap_axes = {a.name for a in ctx.axes if a.kind == "vmap" and a.size >= 2}
+        vmap_axes = {a.name for a in _batching_axes(ctx, stack) if a.size >= 2}
         if e["returns"] and used and args[0].vma & vmap_axes:
             out.add("io_callback_batch_reversed")
         if not e["ordered"] and not used and ctx.jit:  # no result, or one nobody uses: DCE removes it

@@ -216,3 +216,15 @@ def test_exposure_follows_a_nested_calls_outputs_one_by_one():
         eqn("call", ["a1", "v1"], ["u1"], transforms=[{"kind": "jit"}], fn=fn(["b1", "b2"], [], ["b1"]))], ["u1"])},
         calls=[{"function": "f0", "transforms": [vmap([0], [0], axis_name="i")], "args": ["x0"]}])
     assert "ppermute_batch_inverse" not in seeded.exposures(dead_arg)
+
+
+def test_exposure_of_a_callback_batched_by_vmap_not_looped_by_map():
+    """io_callback's batching rule runs under vmap; under lax.map (a loop, typed as a vmap) it does not."""
+    def prog(kind):
+        body = fn(["a1"], [eqn("io_callback", ["a1"], ["v1"], tag="cb1", ordered=False, returns=True,
+                               stop_gradient=False)], ["v1"])
+        t = vmap([0], [0]) if kind == "vmap" else {"kind": "map", "in_axes": [0]}
+        return program(mesh=(("x", 1),), inputs=[("x0", (4,), 3)], functions={"f0": body},
+                       calls=[{"function": "f0", "transforms": [t], "args": ["x0"]}])
+    assert "io_callback_batch_reversed" in seeded.exposures(prog("vmap"))
+    assert "io_callback_batch_reversed" not in seeded.exposures(prog("map"))
