@@ -34,7 +34,7 @@ strictly decreases it, so a reduction terminates:
 3. ``params``: parameter complexity (true booleans, absolute values of integers and
    lengths of lists among equation parameters; non-null PartitionSpec entries and
    ``axis_names`` / ``axis_name`` / ``spmd_axis_name`` / a checkpoint's ``policy`` /
-   in_axes / out_axes;
+   in_axes / out_axes; a loop's trip count ``n``;
    ``check_vma=False``; grad ``argnums``; ``value_and_grad``; input specs and nonzero
    seeds; an Explicit mesh);
 4. ``names``: 0 when names are canonical (v1.., a1.., f0.., x0.., cb1..), else 1.
@@ -60,7 +60,8 @@ addressed by a path of JSON keys from the program's root):
 7. ``shapes``: input dims to 1 or by half, drop a dim (and its spec entries).
 8. ``params``: equation booleans to False, integers toward 0, lists lose an element;
    check_vma to True; axis_names, axis_name, spmd_axis_name, a checkpoint's policy,
-   spec entries, in_axes / out_axes to null (or 0); input spec to null, seed to 0; mesh axis_type to auto.
+   spec entries, in_axes / out_axes to null (or 0); a loop's trip count toward 0; input spec to null, seed to 0;
+   mesh axis_type to auto.
 
 After the fixed point, names are made canonical (:func:`canonical`) if the predicate
 still holds. Every candidate is first *repaired*: a step that changes a value's rank
@@ -206,6 +207,7 @@ def _chain_score(chain: list) -> int:
             s += 1 + len(t["axis_names"])
         s += (t.get("axis_name") is not None) + (t.get("spmd_axis_name") is not None)
         s += t.get("policy") is not None
+        s += t.get("n") or 0  # a loop's trip count
         s += sum(_spec_score(x) for x in (t.get("in_specs") or []) + (t.get("out_specs") or []))
         s += sum(1 + a for a in (t.get("in_axes") or []) + (t.get("out_axes") or []) if a is not None)
     return s
@@ -526,7 +528,8 @@ def _without_dead_code(program: dict) -> dict | None:
 
 # ----------------------------------------------------------------------------- chain surgery
 # Transforms whose outputs this module can map to their body's results when one is dropped.
-_MAPPED_OUTPUTS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "checkpoint", "map")
+_MAPPED_OUTPUTS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "checkpoint", "map", "cond", "fori_loop",
+                   "while_loop")
 
 
 def _drop_output(chain: list, k: int):
@@ -1219,7 +1222,8 @@ def _pass_params(ix: _Index, call, start):
     """Simplify parameters one at a time: equation booleans to False, integers toward 0,
     lists lose an element; shard_map check_vma to True, axis_names to null, spec entries
     to null or one axis fewer; vmap axis_name / spmd_axis_name and checkpoint policy to
-    null, in_axes / out_axes to 0 or null; input spec to null (or an entry), seed to 0; mesh axis_type to auto."""
+    null, in_axes / out_axes to 0 or null; a loop's trip count toward 0; input spec to null (or an entry), seed
+    to 0; mesh axis_type to auto."""
     makes = []
 
     def setter(path, key, value):
@@ -1247,6 +1251,8 @@ def _pass_params(ix: _Index, call, start):
             for key in ("axis_names", "axis_name", "spmd_axis_name", "policy"):
                 if t.get(key) is not None:
                     makes.append(setter(tp, key, None))
+            if t.get("kind") in T.LOOPS and t.get("n"):
+                makes += [setter(tp, "n", x) for x in _smaller_ints(t["n"])]
             for key in ("in_specs", "out_specs"):
                 for s, spec in enumerate(t.get(key) or []):
                     makes += _spec_moves(setter, tp + (key,), s, spec)

@@ -161,7 +161,7 @@ def test_jacobians_agree_with_jax(worker):
     agree(worker, two_inputs(calls, funcs))
 
 
-def test_the_reducer_keeps_a_jacobian_valid():
+def test_the_reducer_keeps_new_transforms_valid():
     from fuzz.reduce import reduce_program
 
     p = two_inputs([call("f0", [JIT, jac("jacrev", 1), vmap([0, None], [0, 0])], ["x0", "x1"])])
@@ -172,6 +172,13 @@ def test_the_reducer_keeps_a_jacobian_valid():
     kept = reduce_program(p, has("jacrev"), 0, max_seconds=60)
     assert kept.reduced and [t["kind"] for t in kept.program["calls"][0]["transforms"]] == ["jacrev"]
     check_program(kept.program)
+
+    # a loop's trip count goes toward 0 and outputs are dropped through cond and loops
+    p = two_inputs([call("f0", [JIT, COND, loop("fori_loop", 3)], ["x0", "x1"])])
+    kept = reduce_program(p, lambda q, k: any(t["kind"] == "fori_loop" for t in q["calls"][0]["transforms"]), 0,
+                          max_seconds=60)
+    assert kept.reduced and kept.program["calls"][0]["transforms"] == [loop("fori_loop", 0)]
+    assert len(kept.program["functions"]["f0"]["results"]) == 1
 
 
 # ------------------------------------------------------------------ cond

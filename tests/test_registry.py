@@ -155,7 +155,7 @@ def alone(name: str) -> frozenset:
     return frozenset(O.REGISTRY) - keep
 
 
-DERIVATIVES = frozenset({"grad", "value_and_grad", "vjp", "jvp"})
+DERIVATIVES = frozenset({"grad", "value_and_grad", "vjp", "jvp", "jacrev", "jacfwd", "linearize"})
 
 
 def agree(p: dict, seen: set) -> None:
