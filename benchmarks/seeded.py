@@ -72,6 +72,21 @@ psum_scatter_transpose_axis0, ppermute_lowering_multigroup, all_to_all_batch_int
 3-25 for six more, 378 for the DCE mutant; shown by 0-4 of 10 exposed programs (10 of 10
 for the DCE mutant), most of the others dying first on a JAX error (pvary assertion,
 in_specs mismatch) or computing a value no compared output depends on.
+
+Re-measured (issue 9, 2026-11-30, ``--exposure 2000 --hit-rate 10``, load 7-17 on 2 cores):
+code 9f7d366 exposure 0-3 of 2000 for nine mutants (31, 10, 4, 135 for the other four);
+code 46e5db6 (collectives prefer axes of size >= 2 and axes a value varies over, known-bug
+avoidance capped per name, and a stricter liveness: a nested call's unused results and
+unread arguments are dead) 0-4 for nine (15, 3, 11, 72 for the others). Over 600 drawn
+programs the collectives over an axis of size >= 2 on a varying operand that a result
+uses went 11 -> 22 with the collectives changes alone (code 3039630 against 9f7d366). The
+generator's structure keeps most mutants rare: with three changes to
+``strategies/programs.py`` and the typing rules (every sink a result or part of the loss,
+collectives 3 times their weight where an axis of size >= 2 is in scope, collectives over
+a named vmap axis allowed across grad / vjp / jvp / jacobians inside that vmap) exposure
+rose to 22, 13, 6, 16, 0, 3, 11, 1, 9 of 2000 for the first nine (seed 0). Time to detect
+(``--seeds 1 --seconds 300 --jobs 1``) was not measurable under load 14-18: 37-61 programs
+per campaign instead of 300-600, none detected.
 """
 from __future__ import annotations
 
