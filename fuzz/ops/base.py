@@ -12,11 +12,88 @@ import math
 import re
 from dataclasses import dataclass
 
+import numpy as np
 from hypothesis import strategies as st
 
 FLOAT = "float32"
 INT = "int32"
-DTYPES = (FLOAT, INT)
+DTYPES = (FLOAT, INT)  # dtypes a program input may have (fuzz.typecheck.input_types)
+BF16 = "bfloat16"
+F16 = "float16"
+PRED = "bool"
+FLOATS = (FLOAT, BF16, F16)  # floating dtypes, most precise first
+NUMERIC = FLOATS + (INT,)
+VALUE_DTYPES = NUMERIC + (PRED,)  # dtypes a value inside a function may have (fuzz/ops/elementwise.py: astype)
+
+
+class OneOf(str):
+    """An argument dtype constraint of :meth:`Op.arg_dtypes` met by any of several dtypes.
+
+    :func:`fuzz.typecheck.eqn_types` checks ``arg.dtype == want``: a ``str`` subclass on the
+    right of ``==`` has its ``__eq__`` tried first (Python's data model, "If the operands
+    are of different types, and the right operand's type is a direct or indirect subclass
+    of the left operand's type, the reflected method of the right operand has priority"),
+    so a value of any listed dtype passes. Its text (``float32|bfloat16``) names them in
+    the error message. The op's :meth:`Op.types` then checks how the dtypes combine
+    (:func:`same_dtype`).
+    """
+
+    def __new__(cls, dtypes):
+        obj = super().__new__(cls, "|".join(dtypes))
+        obj.dtypes = tuple(dtypes)
+        return obj
+
+    def __eq__(self, other):
+        return other in self.dtypes if isinstance(other, str) and not isinstance(other, OneOf) \
+            else str.__eq__(self, other)
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    __hash__ = str.__hash__
+
+
+def np_dtype(name: str):
+    """The NumPy dtype of a dtype name ("bfloat16": ``ml_dtypes.bfloat16``, which is ``jnp.bfloat16``)."""
+    if name == BF16:
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def same_dtype(name: str, args: list, allowed: tuple) -> str:
+    """The dtype all ``args`` (Ty) share, one of ``allowed``; ProgramError otherwise.
+
+    The program model only combines operands of one dtype (JAX's promotion of two equal
+    dtypes is that dtype: jax.numpy's type promotion lattice, docs "Type promotion
+    semantics"), so no mixed promotion needs modelling.
+    """
+    dts = {a.dtype for a in args}
+    require(len(dts) == 1, f"{name} of mixed dtypes {sorted(dts)} (operands share one dtype)")
+    (dt,) = dts
+    require(dt in allowed, f"{name} of {dt} (allowed: {', '.join(allowed)})")
+    return dt
+
+
+def compute(r, dtype: str, fn, *xs):
+    """``fn(*xs)`` for operands of ``dtype``, as JAX computes it; ``r`` is the reference.
+
+    Under a derivative (``r.xp`` is jax.numpy) ``fn`` runs as it is: eager JAX is the
+    reference there. In NumPy a bfloat16 / float16 op is computed in float32 and rounded
+    to ``dtype`` once, as XLA CPU does (its compiled HLO converts bf16 operands to f32 and
+    the result back, measured on jax 0.10.2 for elementwise ops, dot, reduce and psum;
+    jax.numpy's sum and mean themselves upcast to float32: ``_upcast_f16_for_computation``
+    in jax/_src/numpy/reductions.py); for add, sub and mul that is also the correctly
+    rounded result (float32 has more than 2p+2 bits of a p-bit format). int32 wraps on
+    overflow in both (two's complement), without NumPy's scalar overflow warning.
+    """
+    if r.xp is not np:
+        return fn(*xs)
+    if dtype in (BF16, F16):
+        return np.asarray(fn(*(np.asarray(x, np.float32) for x in xs))).astype(np_dtype(dtype))
+    with np.errstate(all="ignore"):
+        return fn(*xs)
 
 
 class ProgramError(ValueError):
@@ -27,8 +104,10 @@ class ProgramError(ValueError):
 class Ty:
     """Type of one value: ``shape`` (tuple of ints), ``vma`` (axis names it varies over), ``dtype``.
 
-    ``dtype`` is "float32" (every op's data) or "int32" (scalar start indices only, see
-    ``fuzz/ops/indices.py``).
+    ``dtype`` is one of :data:`VALUE_DTYPES`: "float32" (inputs, function results,
+    (co)tangents and every op's default), "int32" (scalar start indices, see
+    ``fuzz/ops/indices.py``, and values converted by ``astype``), and "bfloat16",
+    "float16", "bool" (values converted by ``astype``, fuzz/ops/elementwise.py).
     """
 
     shape: tuple
@@ -178,6 +257,14 @@ class Scope:
         """float32 values of rank >= ``min_rank``, most recent first."""
         return [v for v in self.order if self.visible[v].dtype == FLOAT and self.visible[v].rank >= min_rank]
 
+    def values(self, dtypes: tuple = VALUE_DTYPES, min_rank: int = 0) -> list:
+        """Values whose dtype is one of ``dtypes`` and rank >= ``min_rank``, most recent first.
+
+        int32 scalars are start indices (``fuzz/ops/indices.py``) unless an ``astype`` made
+        them; both count here.
+        """
+        return [v for v in self.order if self.visible[v].dtype in dtypes and self.visible[v].rank >= min_rank]
+
     def ints(self) -> list:
         """int32 scalars (start indices), most recent first."""
         return [v for v in self.order if self.visible[v].dtype == INT and self.visible[v].rank == 0]
@@ -211,6 +298,9 @@ class Op:
       the axis being reduced", measured on jax 0.10.2) the typing rules do not model yet;
       ``since``: the first JAX release that has it (older releases' workers
       refuse it: :func:`fuzz.typecheck.release_rules` adds the rule ``no_op:<name>``);
+    - ``dtypes``: the dtypes its arguments may have (:data:`FLOATS`, :data:`NUMERIC`, ...;
+      default float32 only): an op opting in computes its result dtype in :meth:`types`,
+      draws operands with :meth:`Scope.values` and evaluates in that dtype;
     - ``feature_names``: names it adds to a campaign report's ``features`` (JAX's name);
       ``preludes``: ops its draw may put before it (e.g. a start index), when enabled.
 
@@ -229,6 +319,7 @@ class Op:
     grad_ok: bool = True
     no_grad_reason = "has ambiguous derivatives at ties"
     explicit_ok: bool = True
+    dtypes: tuple = (FLOAT,)  # dtypes its (data) arguments may have: see arg_dtypes
     since: str = "0.4.26"
     feature_names: tuple = ()
     preludes: tuple = ()
@@ -238,8 +329,13 @@ class Op:
         return self.n_args, self.n_outs, self.params
 
     def arg_dtypes(self, eqn: dict) -> tuple:
-        """The dtype each argument must have (default: all float32)."""
-        return (FLOAT,) * len(eqn["args"])
+        """The dtype each argument must have: ``dtypes`` for each (default: float32 only).
+
+        With more than one dtype in ``dtypes`` each entry is a :class:`OneOf`, and the op's
+        :meth:`types` says how they combine (most ops: :func:`same_dtype`).
+        """
+        want = FLOAT if self.dtypes == (FLOAT,) else OneOf(self.dtypes)
+        return (want,) * len(eqn["args"])
 
     def types(self, eqn: dict, args: list, ctx: Ctx) -> list:
         """Result types from the argument types (list of Ty), parameters and context; ProgramError if invalid."""

@@ -4,31 +4,43 @@
 (fuzz.reference.weights): a random linear functional, so that a grad's cotangent is not
 all ones. ``max`` picks one element at ties: never under grad. ``mean`` and ``max`` of
 no element (an empty extent, from an empty slice) are refused: NaN / an error in NumPy.
+
+Dtypes: ``sum`` and ``max`` take float32, bfloat16, float16 and int32, ``mean`` the
+floating dtypes, ``wsum`` float32 (its weights are float32); the result has the
+operand's dtype (jnp.sum keeps int32 with x64 off; jnp.mean of a float keeps it).
+jax.numpy sums and averages bfloat16 / float16 in float32 and rounds the result once
+(``_upcast_f16_for_computation``, jax/_src/numpy/reductions.py; jaxpr measured on jax
+0.10.2): so does the NumPy reference (:func:`fuzz.ops.base.compute`). NumPy's own sum of
+int32 would widen to int64: the reference asks for int32 (wrapping as XLA does).
 """
 from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from fuzz.ops.base import OPTIONAL_DIM, SEED, ExprOp, Ty, require
+import numpy as np
+
+from fuzz.ops.base import FLOATS, INT, NUMERIC, OPTIONAL_DIM, SEED, ExprOp, Ty, compute, require, same_dtype
 
 
 class Reduce(ExprOp):
     family = "reduce"
     params = {"axis": OPTIONAL_DIM}
+    dtypes = NUMERIC
     needs_elements = False  # refused over an empty extent
 
     def types(self, eqn, args, ctx):
         (a,) = args
+        dt = same_dtype(self.name, args, self.dtypes)
         ax = eqn.get("axis")
         if ax is None:
             require(not self.needs_elements or a.size > 0, f"{self.name} of an empty array")
-            return [Ty((), a.vma)]
+            return [Ty((), a.vma, dt)]
         require(0 <= ax < a.rank, f"{self.name} axis {ax} out of range for rank {a.rank}")
         require(not self.needs_elements or a.shape[ax] > 0, f"{self.name} over an empty dim")
-        return [Ty(a.shape[:ax] + a.shape[ax + 1:], a.vma)]
+        return [Ty(a.shape[:ax] + a.shape[ax + 1:], a.vma, dt)]
 
     def draw(self, draw, ctx, scope):
-        xs = scope.floats()
+        xs = scope.values(self.dtypes)
         if self.needs_elements:
             xs = [v for v in xs if scope.visible[v].size > 0]
         if not xs:
@@ -43,7 +55,10 @@ class Reduce(ExprOp):
         K = len(ctx.axes)
         x = xs[0]
         axis = tuple(range(K, x.ndim)) if eqn.get("axis") is None else K + eqn["axis"]
-        return [getattr(r.xp, self.name)(x, axis=axis)]
+        fn = getattr(r.xp, self.name)
+        if r.xp is np and ts[0].dtype == INT and self.name == "sum":
+            return [compute(r, INT, lambda v: np.sum(v, axis=axis, dtype=np.int32), x)]
+        return [compute(r, ts[0].dtype, lambda v: fn(v, axis=axis), x)]
 
     def expr(self, rr, eqn, a, ctx):
         axis = "" if eqn.get("axis") is None else f", axis={rr.int(eqn['axis'])}"
@@ -59,6 +74,7 @@ class Sum(Reduce):
 
 class Mean(Reduce):
     name = "mean"
+    dtypes = FLOATS
     needs_elements = True
 
 

@@ -3,12 +3,16 @@
 The condition compares two values; the result takes ``x`` where it holds and ``y``
 elsewhere. Differentiable in ``x`` and ``y`` (the comparison has no derivative); varies
 wherever any argument does.
+
+Dtypes: ``a`` and ``b`` share one dtype of any (a bool condition is ``a > b`` of two bools:
+``a and not b``; bfloat16 / float16 compare exactly in both), ``x`` and ``y`` share one,
+the result's (jnp.where of two equal dtypes).
 """
 from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from fuzz.ops.base import ExprOp, Ty, align, broadcast_shapes, fits
+from fuzz.ops.base import VALUE_DTYPES, ExprOp, Ty, align, broadcast_shapes, fits, same_dtype
 
 COMPARISONS = {"gt": ">", "lt": "<"}
 
@@ -20,19 +24,24 @@ class Where(ExprOp):
     n_args = 4
     params = {"cmp": {"enum": list(COMPARISONS)}}
     feature_names = ("where",)
+    dtypes = VALUE_DTYPES
 
     def types(self, eqn, args, ctx):
-        return [Ty(broadcast_shapes(*(a.shape for a in args)), frozenset().union(*(a.vma for a in args)))]
+        same_dtype("where's comparison", args[:2], self.dtypes)
+        dt = same_dtype("where's choice", args[2:], self.dtypes)
+        return [Ty(broadcast_shapes(*(a.shape for a in args)), frozenset().union(*(a.vma for a in args)), dt)]
 
     def draw(self, draw, ctx, scope):
         vis = scope.visible
-        xs = scope.floats()
+        xs = scope.values(self.dtypes)
         if not xs:
             return None
         chosen = []
-        for _ in range(4):
+        for k in range(4):
             shapes = [vis[v].shape for v in chosen]
             cands = [v for v in xs if fits(vis[v].shape, *shapes)] if shapes else xs
+            if k % 2:  # b has a's dtype, y x's
+                cands = [v for v in cands if vis[v].dtype == vis[chosen[-1]].dtype]
             chosen.append(draw(st.sampled_from(cands)))
         return {"op": self.name, "args": chosen, "outs": [scope.new_var()],
                 "cmp": draw(st.sampled_from(list(COMPARISONS)))}
