@@ -33,7 +33,9 @@ Writes ``--out`` (JSON, atomically): per module the statements, the lines reache
 campaign, by the suite, by both, by the campaign only and by the suite only; every
 function (coverage.py's code regions: qualified name, nested functions apart) with lines
 the suite reaches and the campaign does not, sorted by those lines (the generator's blind
-spots), and the reverse list. Prints a table and the top ``--top`` functions.
+spots), and the reverse list; ``traced_lines``: the same per-module counts on the line
+numbers the tracer recorded (continuation lines of multi-line statements included), which
+coverage.py's reports do not count. Prints a table and the top ``--top`` functions.
 """
 from __future__ import annotations
 
@@ -79,7 +81,7 @@ MODULES = ("shard_map.py", "interpreters/batching.py", "lax/parallel.py", "inter
            "callback.py", "core.py", "interpreters/ad.py", "interpreters/partial_eval.py", "interpreters/mlir.py")
 SUITE_TEST = "tests/shard_map_test.py"
 CAMPAIGN_META = "campaign.json"  # the campaign's figures, in the work directory (for --campaign-from)
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 
 BOOT = '''\
 """Run shardfuzz's worker under coverage.py (written by benchmarks/coverage.py).
@@ -176,12 +178,14 @@ def file_sha(path: str) -> str:
 
 # ------------------------------------------------------------------ coverage data
 
-def reached_lines(data_files: list[str], paths: list[str]) -> tuple[dict, dict]:
+def reached_lines(data_files: list[str], paths: list[str]) -> tuple[dict, dict, dict]:
     """Statements of each file of ``paths`` and those that ``data_files`` (coverage.py data) record as run.
 
-    Returns ``({path: set of statement line numbers}, {path: set reached})``; lines are
-    coverage.py's statement lines (a multi-line statement counts once, at its first line;
-    ``# pragma: no cover`` lines are not statements).
+    Returns ``({path: set of statement line numbers}, {path: set reached}, {path: set traced})``.
+    Statement lines are coverage.py's (a multi-line statement counts once, at its first
+    line; ``# pragma: no cover`` lines are not statements): what its reports count.
+    Traced lines are the line numbers the tracer recorded as they are, which include the
+    continuation lines of multi-line statements that Python reports line events for.
     """
     cov = coverage_lib.Coverage(data_file=None, config_file=False)
     data = cov.get_data()
@@ -189,12 +193,13 @@ def reached_lines(data_files: list[str], paths: list[str]) -> tuple[dict, dict]:
         part = coverage_lib.CoverageData(basename=f)
         part.read()
         data.update(part)
-    statements, reached = {}, {}
+    statements, reached, traced = {}, {}, {}
     for p in paths:
         _, stmts, _, missing, _ = cov.analysis2(p)
         statements[p] = set(stmts)
         reached[p] = set(stmts) - set(missing)
-    return statements, reached
+        traced[p] = set(data.lines(p) or ())
+    return statements, reached, traced
 
 
 def function_regions(path: str) -> list:
@@ -236,16 +241,18 @@ def blind_spots(rows: list[dict], key: str = "suite_only") -> list[dict]:
     return sorted((r for r in rows if r[key] > 0), key=lambda r: (-r[key], r["module"], r["line"]))
 
 
-def module_table(statements: dict, suite: dict, campaign: dict) -> dict:
+def module_table(statements: dict | None, suite: dict, campaign: dict) -> dict:
     """Line counts per module: ``statements``, ``campaign``, ``suite``, ``both``, ``campaign_only``, ``suite_only``.
 
-    ``statements``: {name: set of statement lines}; ``suite``, ``campaign``: {name: set of lines reached}.
+    ``statements``: {name: set of statement lines} (None: no ``statements`` count);
+    ``suite``, ``campaign``: {name: set of lines reached}.
     """
     out = {}
-    for name, stmts in statements.items():
+    for name in suite:
         s, c = suite[name], campaign[name]
-        out[name] = {"statements": len(stmts), "campaign": len(c), "suite": len(s), "both": len(s & c),
-                     "campaign_only": len(c - s), "suite_only": len(s - c)}
+        out[name] = ({"statements": len(statements[name])} if statements is not None else {}) | {
+            "campaign": len(c), "suite": len(s), "both": len(s & c), "campaign_only": len(c - s),
+            "suite_only": len(s - c)}
     return out
 
 
@@ -394,8 +401,9 @@ def campaign_from(work: str) -> dict:
     return dict(json.loads(Path(meta_path).read_text()), data_files=data_files, reused_from=os.path.abspath(work))
 
 
-def suite_side(args, version: str, paths: list[str], names: dict, work: str) -> tuple[dict, dict]:
-    """The suite's figures and ``{module name: set of lines reached}``, from ``--suite-cache`` or a run.
+def suite_side(args, version: str, paths: list[str], names: dict, work: str) -> tuple[dict, dict, dict]:
+    """The suite's figures, ``{module name: set of statement lines reached}`` and ``{module name: set of
+    traced lines}`` (see :func:`reached_lines`), from ``--suite-cache`` or a run.
 
     A run writes the cache when ``--suite-cache`` is given. Without a test file
     (``--suite-file`` / ``--jax-git``) the cache is trusted for the test file's hash.
@@ -408,7 +416,8 @@ def suite_side(args, version: str, paths: list[str], names: dict, work: str) -> 
         cached = load_cache(args.suite_cache, key, ignore=() if test_file else ("suite_sha256",))
         if cached is not None:
             print(f"coverage.py: suite side from {args.suite_cache}", file=sys.stderr)
-            return cached["suite"], {n: set(v) for n, v in cached["reached"].items()}
+            return (cached["suite"], {n: set(v) for n, v in cached["reached"].items()},
+                    {n: set(v) for n, v in cached["traced"].items()})
     if test_file is None:
         raise BenchError("the suite side needs JAX's tests/shard_map_test.py: give --suite-file or --jax-git"
                          + (f" (there is no {args.suite_cache} yet)" if args.suite_cache else ""))
@@ -417,23 +426,28 @@ def suite_side(args, version: str, paths: list[str], names: dict, work: str) -> 
     meta = run_suite(test_file, paths, args.suite_k, work)
     meta["k"] = args.suite_k
     meta["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    _, reached = reached_lines(meta.pop("data_files"), paths)
+    _, reached, traced = reached_lines(meta.pop("data_files"), paths)
     suite_reached = {names[p]: reached[p] for p in paths}
+    suite_traced = {names[p]: traced[p] for p in paths}
     if args.suite_cache:
         atomic_write_text(args.suite_cache, json.dumps(
             {"format": CACHE_FORMAT, "key": key, "suite": meta,
-             "reached": {n: sorted(v) for n, v in suite_reached.items()}}) + "\n")
-    return meta, suite_reached
+             "reached": {n: sorted(v) for n, v in suite_reached.items()},
+             "traced": {n: sorted(v) for n, v in suite_traced.items()}}) + "\n")
+    return meta, suite_reached, suite_traced
 
 
 # ------------------------------------------------------------------ report
 
-def table(modules: dict, totals: dict, top: list[dict]) -> str:
-    """The human-readable summary: one line per module, the totals, then the top blind spots."""
+def table(modules: dict, totals: dict, top: list[dict], traced_total: dict | None = None) -> str:
+    """The human-readable summary: one line per module, the totals (statement lines, then traced
+    lines if ``traced_total``), then the top blind spots."""
     head = f"{'module':<28}{'stmts':>7}{'campaign':>10}{'suite':>8}{'both':>8}{'camp-only':>11}{'suite-only':>11}"
     lines = [head]
-    for name, m in list(modules.items()) + [("total", totals)]:
-        lines.append(f"{name:<28}{m['statements']:>7}{m['campaign']:>10}{m['suite']:>8}{m['both']:>8}"
+    rows = list(modules.items()) + [("total", totals)] + ([("total, traced lines", traced_total)] if traced_total
+                                                          else [])
+    for name, m in rows:
+        lines.append(f"{name:<28}{m.get('statements', ''):>7}{m['campaign']:>10}{m['suite']:>8}{m['both']:>8}"
                      f"{m['campaign_only']:>11}{m['suite_only']:>11}")
     if top:
         lines += ["", "functions the suite reaches and the campaign does not (suite-only lines / statements, "
@@ -495,7 +509,7 @@ def run(args, work: str) -> None:
               "coverage_version": coverage_lib.__version__,
               "modules_resolved": {n: str(Path(p).relative_to(root.parent)) for n, p in found.items()},
               "missing_modules": missing, "loadavg_start": [round(x, 2) for x in os.getloadavg()]}
-    suite_meta, suite_reached = suite_side(args, version, paths, names, work)
+    suite_meta, suite_reached, suite_traced = suite_side(args, version, paths, names, work)
     result["suite"] = suite_meta
     if args.no_campaign:
         result["suite"]["lines"] = sum(len(v) for v in suite_reached.values())
@@ -509,22 +523,25 @@ def run(args, work: str) -> None:
         print(f"coverage.py: campaign of {args.seconds:g} s (seed {args.seed}, {args.jobs} job(s)) with workers "
               f"under coverage; work directory {work}", file=sys.stderr)
         camp = run_campaign(paths, args.seconds, args.seed, args.jobs, shlex.split(args.campaign_args), work)
-    statements, reached = reached_lines(camp.pop("data_files"), paths)
+    statements, reached, traced = reached_lines(camp.pop("data_files"), paths)
     result["campaign"] = camp
     stmts = {names[p]: statements[p] for p in paths}
     campaign_reached = {names[p]: reached[p] for p in paths}
     modules = module_table(stmts, suite_reached, campaign_reached)
     totals = {k: sum(m[k] for m in modules.values()) for k in next(iter(modules.values()))}
+    tracer = module_table(None, suite_traced, {names[p]: traced[p] for p in paths})
+    tracer["total"] = {k: sum(m[k] for m in tracer.values()) for k in next(iter(tracer.values()))}
     rows = []
     for p in paths:
         n = names[p]
         rows += function_table(n, function_regions(p), stmts[n], suite_reached[n], campaign_reached[n])
     result["modules"] = modules
     result["totals"] = totals
+    result["traced_lines"] = tracer
     result["suite_only_functions"] = blind_spots(rows, "suite_only")
     result["campaign_only_functions"] = blind_spots(rows, "campaign_only")
     atomic_write_text(args.out, json.dumps(result, indent=1) + "\n")
-    print(table(modules, totals, result["suite_only_functions"][:args.top]))
+    print(table(modules, totals, result["suite_only_functions"][:args.top], tracer["total"]))
     print(f"\ncampaign: {camp['programs']} programs in {camp['wall_seconds']} s, {camp['worker_processes']} worker "
           f"processes; suite: {suite_meta['tests']} tests ({suite_meta['passed']} passed) in "
           f"{suite_meta['seconds']} s; {args.out}")

@@ -66,6 +66,7 @@ def test_function_table_attributes_lines_to_the_innermost_function(fake):
 def test_module_table_counts():
     t = bench.module_table({"m": {1, 2, 3, 4, 5}}, {"m": {1, 2, 3}}, {"m": {3, 4}})
     assert t["m"] == {"statements": 5, "campaign": 2, "suite": 3, "both": 1, "campaign_only": 1, "suite_only": 2}
+    assert "statements" not in bench.module_table(None, {"m": {1}}, {"m": set()})["m"]
 
 
 def test_wrapper_keeps_coverage_of_a_worker_killed_with_sigkill(fake, tmp_path):
@@ -97,11 +98,12 @@ def test_wrapper_keeps_coverage_of_a_worker_killed_with_sigkill(fake, tmp_path):
         p.wait()
     files = [str(f) for f in tmp_path.glob(".coverage.campaign.*")]
     assert len(files) == 1
-    statements, reached = bench.reached_lines(files, [fake])
+    statements, reached, traced = bench.reached_lines(files, [fake])
     path = os.path.realpath(fake)
     assert statements[path] == {1, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15}
     # top(-1) and Box().method(2) ran before the save of the third request; top(5) (line 6) may be lost
     assert {1, 4, 5, 7, 10, 11, 12, 13, 14, 15} <= reached[path]
+    assert reached[path] <= traced[path]
 
 
 def test_wrapper_runs_other_commands_unchanged(tmp_path):
