@@ -139,9 +139,10 @@ class _Gen:
         if not after_grad and jac_args:
             kinds.append("jac")
         # lax.cond keeps its body's types (so also in a grad's chain); its predicate (from the
-        # first argument) may not vary over a checked manual axis (fuzz.typecheck.enter)
+        # first argument) may not vary over a checked manual axis (fuzz.typecheck.enter); where
+        # a rank-0 result may not vary (scalar_ok false) it may not vary over a manual axis either
         checked = {a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma}
-        if args and not args[0].vma & checked:
+        if args and not args[0].vma & checked and (scalar_ok or not args[0].vma & ctx.manual):
             kinds.append("cond")
         # jvp's values through jax.linearize: where jvp is drawn (fuzz.typecheck.enter)
         if not after_grad and args and all(floats) and not ctx.manual:
