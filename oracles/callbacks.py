@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from oracles.common import TOLERANCE, Finding, call_label, value_signature
+from oracles.common import Finding, call_label, value_signature
+from oracles.differential import tolerance
 
 NAMES = ("callbacks",)  # the oracle names of the findings this module makes
 
@@ -79,7 +80,7 @@ def judge(program: dict, outcome: dict, reference: dict) -> list:
     float array of the distinct values received} per call ``k``.
     """
     found = []
-    tol = TOLERANCE["float32"]
+    tol = tolerance(program)  # a callback argument may be computed through bfloat16
     kinds = callback_kinds(program)
     for k, (got, want) in enumerate(zip(outcome["calls"], reference["callbacks"])):
         if not got["ok"]:

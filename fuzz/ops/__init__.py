@@ -32,7 +32,7 @@ for _module in MODULES:
 # call of a function under transforms, drawn by strategies.programs). The order is the
 # generator's: simplest families first, so that shrinking moves toward them.
 # "index" (start indices) has weight 0: its ops are drawn only before an op that needs one.
-FAMILY_WEIGHTS = {"unary": 1, "binary": 1, "reduce": 1, "transpose": 1, "matmul": 1, "broadcast": 1,
+FAMILY_WEIGHTS = {"unary": 1, "convert": 1, "binary": 1, "reduce": 1, "transpose": 1, "matmul": 1, "broadcast": 1,
                   "movement": 2, "scan": 1, "select": 1, "sharding": 1, "index": 0, "collective": 3,
                   "io_callback": 1, "callback": 1, "custom": 1, "call": 2}
 

@@ -162,7 +162,7 @@ class Astype(ExprOp):
     """
 
     name = "astype"
-    family = "unary"
+    family = "convert"
     params = {"dtype": {"enum": list(CONVERSIONS)}}
 
     def arg_dtypes(self, eqn):
