@@ -75,6 +75,10 @@ LOOP_MAX = 3  # the largest trip count the program model names
 # A rule of the context under a reverse-mode derivative (grad, value_and_grad, vjp, jacrev):
 # no while_loop there ("Reverse-mode differentiation does not work for lax.while_loop", measured).
 REVERSE = "reverse_mode"
+# A rule of the context under a forward-mode derivative (jvp, jacfwd, linearize), however deep:
+# no custom_vjp there (fuzz/ops/custom.py; "can't apply forward-mode autodiff (jvp) to a
+# custom_vjp function", TypeError, measured on jax 0.10.2 under jvp, jacfwd and linearize).
+FORWARD_MODE = O.custom.FORWARD_MODE  # declared with the op it keeps out
 # Jacobians (jax.jacrev / jax.jacfwd with one int argnums): typed as grad underneath.
 JACOBIANS = ("jacrev", "jacfwd")
 # jax.checkpoint's policies the program model names (jax.checkpoint_policies.<name>, present on
@@ -208,8 +212,8 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         (k,) = t["argnums"]
         _require(type(k) is int and 0 <= k < len(args), "argnums out of range")
         _require(args[k].dtype == FLOAT, f"{kind} with respect to an int32 argument")
-        return replace(ctx, grad_at=len(ctx.axes), rules=ctx.rules | ({REVERSE} if kind == "jacrev" else set())), \
-            list(args)
+        mode = REVERSE if kind == "jacrev" else FORWARD_MODE
+        return replace(ctx, grad_at=len(ctx.axes), rules=ctx.rules | {mode}), list(args)
     if kind == "cond":
         # The predicate is derived from argument 0 (its signs: fuzz.reference, docs/program.md).
         # With check_vma on, jax 0.10.2 types cond's outputs without the predicate's varying
@@ -230,8 +234,8 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         _require(not ctx.manual, f"{kind} inside a shard_map body is not generated")
         _require(len(args) >= 1, f"{kind} of a function without arguments")
         _require(all(a.dtype == FLOAT for a in args), f"{kind} of a function with an int32 argument")
-        return replace(ctx, grad_at=len(ctx.axes), rules=ctx.rules | ({REVERSE} if kind == "vjp" else set())), \
-            list(args)
+        mode = REVERSE if kind == "vjp" else FORWARD_MODE
+        return replace(ctx, grad_at=len(ctx.axes), rules=ctx.rules | {mode}), list(args)
     if kind == "shard_map":
         mesh = ctx.mesh
         names = t["axis_names"] if t["axis_names"] is not None else [a for a in mesh if a not in ctx.manual]

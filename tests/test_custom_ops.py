@@ -28,9 +28,6 @@ GRAD = {"kind": "grad", "argnums": [0]}
 GRAD01 = {"kind": "grad", "argnums": [0, 1]}
 VALUE_ORACLES = {"differential", "callbacks", "metamorphic", "determinism"}
 KNOWN = set(known_signatures(corpus_files(Path(__file__).resolve().parent.parent / "corpus")))
-# custom_vjp under grad needs the typing rules to tell forward mode apart (fuzz.typecheck.FORWARD_MODE)
-needs_forward_mode = pytest.mark.skipif(getattr(T, "FORWARD_MODE", None) != "forward_mode",
-                                        reason="fuzz.typecheck does not mark forward mode (FORWARD_MODE) yet")
 
 
 def jvp(seed):
@@ -140,7 +137,6 @@ def vjp_program(rule, primal="sin"):
                    functions={"f0": vjp_loss(rule, primal), "f1": around, "f2": body}, calls=calls)
 
 
-@needs_forward_mode
 @pytest.mark.parametrize("rule, scale", [("true", 1), ("zero", 0), ("none", 0), ("scaled", 2)])
 def test_custom_vjp_reference_by_hand(rule, scale):
     res = reference(vjp_program(rule))["results"]
@@ -203,12 +199,10 @@ def test_custom_vjp_rendering():
     assert O.get("custom_vjp").features({"rule": "none"}) == {"custom_vjp", "custom_vjp_none_cotangent"}
 
 
-@needs_forward_mode
 def test_jax_agrees_with_the_reference_on_custom_vjp(worker):
     assert judged(worker, all_rules_program()) == []
 
 
-@needs_forward_mode
 def test_a_wrong_backward_rule_in_the_reference_is_caught(worker):
     p = vjp_program("scaled")
     assert judged(worker, p) == []
@@ -221,7 +215,6 @@ def test_a_wrong_backward_rule_in_the_reference_is_caught(worker):
     assert sorted({c for _, c in found}) == list(range(7)) and {o for o, _ in found} == {"differential"}, found
 
 
-@needs_forward_mode
 def test_custom_vjp_on_an_explicit_mesh(worker):
     p = vjp_program("none")
     p["mesh"]["axis_type"] = "explicit"
@@ -229,7 +222,6 @@ def test_custom_vjp_on_an_explicit_mesh(worker):
     assert judged(worker, p) == []
 
 
-@needs_forward_mode
 def test_generated_programs_with_custom_vjp_agree(worker):
     seen = agree_on_generated(worker, "custom_vjp", 1)
     assert "custom_vjp" in seen

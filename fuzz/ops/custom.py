@@ -80,14 +80,9 @@ def derivative(xp, name: str, x):
 def under_forward_mode(ctx) -> bool:
     """Whether ``ctx`` may be inside a jvp (a forward-mode derivative), however deep.
 
-    The typing rules mark it with :data:`FORWARD_MODE` in ``ctx.rules`` once
-    ``fuzz.typecheck`` defines ``FORWARD_MODE``; until then every derivative counts as one.
+    The typing rules (``fuzz.typecheck.enter``: jvp, jacfwd, linearize) mark it with
+    :data:`FORWARD_MODE` in ``ctx.rules``.
     """
-    # (imported here, not at the top: fuzz.typecheck imports the registry)
-    from fuzz import typecheck
-
-    if getattr(typecheck, "FORWARD_MODE", None) != FORWARD_MODE:
-        return ctx.in_grad
     return FORWARD_MODE in ctx.rules
 
 
