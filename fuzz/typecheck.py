@@ -321,16 +321,19 @@ def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
         # summed over the axis (unvarying); along vmap axes and unchecked manual axes each
         # index has its own gradient, which varies wherever the loss does.
         independent = frozenset(a.name for a in outer.axes if a.kind == "vmap" or not a.check_vma)
-        grads = [replace(args[i], vma=args[i].vma | (loss.vma & independent)) for i in t["argnums"]]
+        # a collective inside over a named vmap axis outside moves cotangents between examples:
+        # the gradient may vary along it even where the loss and the argument do not
+        crossing = frozenset(a.name for a in outer.axes if a.kind == "vmap" and a.visible)
+        grads = [replace(args[i], vma=args[i].vma | (loss.vma & independent) | crossing) for i in t["argnums"]]
         return ([loss] if kind == "value_and_grad" else []) + grads
     if kind == "vjp":
         # outputs, then one cotangent per argument. A cotangent varies where its argument
         # does and, along vmap axes (the only independent axes here: no manual axis is in
-        # scope, see enter), wherever an output does: no collective inside may reduce over
-        # an axis bound outside (Ctx.collective_axes), so anything varying that feeds the
-        # pullback feeds an output too.
+        # scope, see enter), wherever an output does, and along every named vmap axis outside
+        # (a collective inside over it moves cotangents between examples).
         independent = frozenset(a.name for a in outer.axes if a.kind == "vmap" or not a.check_vma)
-        varying = frozenset().union(*(r.vma for r in results)) & independent
+        crossing = frozenset(a.name for a in outer.axes if a.kind == "vmap" and a.visible)
+        varying = (frozenset().union(*(r.vma for r in results)) & independent) | crossing
         return list(results) + [replace(a, vma=a.vma | varying) for a in args]
     if kind == "cond":
         # f's outputs or their negation, chosen per index where the predicate varies
@@ -343,9 +346,10 @@ def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
         # (vmap, unchecked) both vary where either does (measured with jax.typeof, 0.10.2).
         a = args[t["argnums"][0]]
         independent = frozenset(x.name for x in outer.axes if x.kind == "vmap" or not x.check_vma)
+        crossing = frozenset(x.name for x in outer.axes if x.kind == "vmap" and x.visible)
         if kind == "jacrev":
-            return [Ty(r.shape + a.shape, a.vma | (r.vma & independent)) for r in results]
-        return [Ty(r.shape + a.shape, r.vma | (a.vma & independent)) for r in results]
+            return [Ty(r.shape + a.shape, a.vma | (r.vma & independent) | crossing) for r in results]
+        return [Ty(r.shape + a.shape, r.vma | (a.vma & independent) | crossing) for r in results]
     if kind in ("jvp", "linearize"):
         # outputs, then their tangents: a tangent has its output's type (the seeded input
         # tangents are unvarying, and the linearized ops follow the same vma rules)

@@ -295,20 +295,37 @@ class _Gen:
         if want_scalar:
             if not self.losses:
                 pool = [v for v in pool if local[v].rank == 0] or pool
-            r = draw(st.sampled_from(sinks(pool)))
-            if local[r].rank:
-                # e.g. a plain sum (all-ones cotangent) or a seeded weighted sum (a random one)
-                s = self.var()
-                e = draw(st.sampled_from(self.losses)).as_loss(draw, r, s)
-                eqns.append(e)
-                (local[s],) = T.eqn_types(e, [local[r]], ctx)
-                r = s
-            results = [r]
+            cands = sinks(pool)
+            if "add" not in self.disabled and len(cands) > 1 and draw(st.integers(0, 3)) > 0:
+                chosen = cands[:3]  # every sink (up to 3) reaches the loss: no dead code under grad
+            else:
+                chosen = [draw(st.sampled_from(cands))]
+            total = None
+            for r in chosen:
+                if local[r].rank:
+                    # e.g. a plain sum (all-ones cotangent) or a seeded weighted sum (a random one)
+                    s = self.var()
+                    e = draw(st.sampled_from(self.losses)).as_loss(draw, r, s)
+                    eqns.append(e)
+                    (local[s],) = T.eqn_types(e, [local[r]], ctx)
+                    r = s
+                if total is not None:  # the losses of the sinks added up
+                    s = self.var()
+                    e = {"op": "add", "args": [total, r], "outs": [s]}
+                    eqns.append(e)
+                    (local[s],) = T.eqn_types(e, [local[total], local[r]], ctx)
+                    r = s
+                total = r
+            results = [total]
         else:
             glue = self.glue(ctx)
             if glue is None:  # no rank-0 result can be made rank 1 here: only safe ones
                 pool = [v for v in pool if _safe(local[v], ctx)]
-            results = draw(st.lists(st.sampled_from(sinks(pool)), min_size=1, max_size=2, unique=True))
+            cands = sinks(pool)
+            if len(cands) > 1 and draw(st.integers(0, 3)) > 0:
+                results = cands[:3]  # every sink (up to 3) is a result: no dead code
+            else:
+                results = draw(st.lists(st.sampled_from(cands), min_size=1, max_size=2, unique=True))
             for k, r in enumerate(results):
                 if local[r].rank == 0 and glue is not None:  # rank >= 1: any out_specs can name a varying axis
                     s = self.var()
@@ -348,7 +365,11 @@ class _Gen:
             families.setdefault(op.family, []).append(op)
         if depth < self.max_depth and self.nest < self.max_depth and "call" not in self.disabled and scope.floats():
             families["call"] = None
-        weighted = [f for f, w in O.FAMILY_WEIGHTS.items() if f in families for _ in range(w)]
+        # collectives 3 times their weight where an axis of size >= 2 is in scope (a shard_map
+        # or named vmap body): the only places they can be drawn at all
+        boost = 3 if any(ctx.axis(n).size >= 2 for n in ctx.collective_axes()) else 1
+        weighted = [f for f, w in O.FAMILY_WEIGHTS.items() if f in families
+                    for _ in range(w * (boost if f == "collective" else 1))]
         while weighted:
             fam = draw(st.sampled_from(weighted))
             if fam == "call":

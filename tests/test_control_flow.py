@@ -380,7 +380,7 @@ def test_the_generator_draws_each_new_transform():
     seen = {k: 0 for k in NEW}
     seen["programs"] = 0
 
-    @settings(max_examples=30)
+    @settings(max_examples=60)
     @given(programs(disabled=OTHERS))
     def check(p):
         validate_program(p)
