@@ -115,6 +115,45 @@ DOCS = {
     "lax_map": ("jax.lax.map", "https://docs.jax.dev/en/latest/_autosummary/jax.lax.map.html",
                 "`lax.map(f, xs)` applies f to each slice of xs along its leading axis and stacks the results "
                 "along the leading axis, like vmap, as a loop (a scan)"),
+    "vjp": ("jax.vjp", "https://docs.jax.dev/en/latest/_autosummary/jax.vjp.html",
+            "`jax.vjp(f, *primals)` returns f's outputs and the pullback, the transposed linear map of the "
+            "derivative applied to cotangents"),
+    "jvp": ("jax.jvp", "https://docs.jax.dev/en/latest/_autosummary/jax.jvp.html",
+            "`jax.jvp(f, primals, tangents)` returns f's outputs and the derivative applied to the tangents"),
+    "linearize": ("jax.linearize", "https://docs.jax.dev/en/latest/_autosummary/jax.linearize.html",
+                  "`jax.linearize(f, *primals)` returns f's outputs and the linear map of jax.jvp at the primals"),
+    "jacrev": ("jax.jacrev", "https://docs.jax.dev/en/latest/_autosummary/jax.jacrev.html",
+               "the Jacobian of f with respect to argument `argnums`, by reverse mode: shape out.shape + arg.shape"),
+    "jacfwd": ("jax.jacfwd", "https://docs.jax.dev/en/latest/_autosummary/jax.jacfwd.html",
+               "the Jacobian of f with respect to argument `argnums`, by forward mode: shape out.shape + arg.shape"),
+    "cond": ("jax.lax.cond", "https://docs.jax.dev/en/latest/_autosummary/jax.lax.cond.html",
+             "`lax.cond(pred, true_fun, false_fun, *operands)` applies one of the two functions; under vmap a "
+             "batched predicate selects per example"),
+    "fori_loop": ("jax.lax.fori_loop", "https://docs.jax.dev/en/latest/_autosummary/jax.lax.fori_loop.html",
+                  "`fori_loop(lower, upper, body, init)` applies `body(i, carry)` for i in [lower, upper); with a "
+                  "static trip count it is reverse-differentiable"),
+    "while_loop": ("jax.lax.while_loop", "https://docs.jax.dev/en/latest/_autosummary/jax.lax.while_loop.html",
+                   "`while_loop(cond, body, init)` applies body while cond holds; forward-mode differentiable"),
+    "custom_vjp": ("jax.custom_vjp", "https://docs.jax.dev/en/latest/_autosummary/jax.custom_vjp.html",
+                   "a function with a custom reverse-mode rule (`defvjp(fwd, bwd)`); bwd may return None for a "
+                   "zero cotangent"),
+    "custom_jvp": ("jax.custom_jvp", "https://docs.jax.dev/en/latest/_autosummary/jax.custom_jvp.html",
+                   "a function with a custom forward-mode rule (`defjvp`), transposed for reverse mode"),
+    "pure_callback": ("jax.pure_callback", "https://docs.jax.dev/en/latest/_autosummary/jax.pure_callback.html",
+                      "calls a pure host function whose result JAX may use; `vmap_method` says how it is batched; "
+                      "JAX may elide or repeat calls"),
+    "debug_callback": ("jax.debug.callback", "https://docs.jax.dev/en/latest/_autosummary/jax.debug.callback.html",
+                       "calls a host function for its side effect, with the values it gets, under every transform"),
+    "debug_print": ("jax.debug.print", "https://docs.jax.dev/en/latest/_autosummary/jax.debug.print.html",
+                    "prints traced values at run time, under every transform"),
+    "with_sharding_constraint": ("jax.lax.with_sharding_constraint",
+                                 "https://docs.jax.dev/en/latest/_autosummary/jax.lax.with_sharding_constraint.html",
+                                 "constrains the sharding of an intermediate value; it does not change the value"),
+    "device_put": ("jax.device_put", "https://docs.jax.dev/en/latest/_autosummary/jax.device_put.html",
+                   "places a value with a sharding; under jit it acts as a sharding annotation and does not change "
+                   "the value"),
+    "dtypes": ("Type promotion semantics", "https://docs.jax.dev/en/latest/type_promotion.html",
+               "binary operations on operands of one dtype keep that dtype; `astype` converts between dtypes"),
 }
 _COLLECTIVES = ("psum", "pmax", "pmin", "pmean", "all_gather", "psum_scatter", "ppermute", "all_to_all", "axis_index")
 
@@ -417,7 +456,11 @@ _TITLE_FEATURES = {"io_callback_result": "io_callback with a result", "io_callba
                    "io_callback_unordered": "io_callback", "spmd_axis_name": "spmd_axis_name",
                    "partial_manual": "partial-manual shard_map", "check_vma_off": "check_vma=False",
                    "capture": "closure", "explicit_mesh": "Explicit mesh", **{c: c for c in _COLLECTIVES},
-                   "checkpoint": "jax.checkpoint", "lax_map": "lax.map",
+                   "checkpoint": "jax.checkpoint", "lax_map": "lax.map", "custom_vjp": "custom_vjp",
+                   "custom_jvp": "custom_jvp", "debug_callback": "jax.debug.callback",
+                   "debug_print": "jax.debug.print", "cond": "lax.cond", "fori_loop": "fori_loop",
+                   "while_loop": "while_loop", "with_sharding_constraint": "with_sharding_constraint",
+                   "bfloat16": "bfloat16", "float16": "float16",
                    **{f"checkpoint_policy:{p}": f"checkpoint policy {p}" for p in CHECKPOINT_POLICIES if p}}
 
 
@@ -443,7 +486,7 @@ def title(case: Case) -> str:
         what = "an output of the wrong shape" if case.kind == "wrong-shape" else "wrong values"
         return f"{where} returns {what}"
     if case.oracle == "callbacks":
-        return f"io_callback in {where} receives other values than its argument's"
+        return f"A host callback in {where} receives other values than its argument's"
     if case.oracle == "metamorphic":
         return f"{where} disagrees with the same function under jit / without spmd_axis_name"
     if case.oracle == "determinism":
@@ -459,9 +502,15 @@ def feature_docs(program: dict) -> list:
     names, _ = features(program)
     keys = []
     for key in ("jit", "shard_map", "partial_manual", "check_vma_off", "vmap", "vmap_axis_name", "spmd_axis_name",
-                "grad", "value_and_grad", "checkpoint", "lax_map", "explicit_mesh"):
+                "grad", "value_and_grad", "vjp", "jvp", "linearize", "jacrev", "jacfwd", "checkpoint", "lax_map",
+                "cond", "fori_loop", "while_loop", "custom_vjp", "custom_jvp", "debug_callback",
+                "debug_print", "with_sharding_constraint", "device_put", "explicit_mesh"):
         if key in names:
             keys.append(key)
+    if any(n.startswith("pure_callback") for n in names):  # its features name the vmap_method
+        keys.append("pure_callback")
+    if names & {"bfloat16", "float16", "int32", "bool"}:
+        keys.append("dtypes")
     if any(n.startswith("io_callback") for n in names):
         keys.append("io_callback")
     if names & set(_COLLECTIVES):
