@@ -21,6 +21,23 @@ settings.register_profile("long", max_examples=2000, deadline=None,
 settings.load_profile("dev")  # --hypothesis-profile=... overrides this
 
 
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true",
+                     help="also run the tests marked slow (more generated programs against JAX, ~40 s); "
+                          "the long Hypothesis profile runs them too")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``slow`` are skipped (with a reason) unless --slow or a long profile asks for them:
+    the default run stays within CI's 10 minutes on 2 cores."""
+    if config.getoption("--slow") or settings.default.max_examples > 100:
+        return
+    skip = pytest.mark.skip(reason="slow: run with --slow or --hypothesis-profile=long")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session")
 def worker():
     """One JAX worker process for the whole session (restarted by the tests that kill it)."""

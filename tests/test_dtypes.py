@@ -243,6 +243,7 @@ def _with_dtypes():
     return programs(disabled=frozenset(off & set(O.REGISTRY))).filter(lambda p: set(LOW) & features(p)[0])
 
 
+@pytest.mark.slow
 @settings(max_examples=8, deadline=None, derandomize=True, database=None, phases=(Phase.generate,),
           suppress_health_check=list(HealthCheck))
 @given(st.data())

@@ -18,7 +18,7 @@ from strategies.programs import programs
 OLD_CAPS = {"shard_map": "experimental", "check_kw": "check_rep", "partial_manual": "auto", "explicit": False}
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(programs())
 def test_generated_programs_match_schema_and_typing_rules(p):
     validate_program(p)  # raises on any violation
@@ -366,6 +366,7 @@ def test_sharding_annotations_agree_with_jax(worker, op, source):
     assert not found, [f.signature for f in found]
 
 
+@pytest.mark.slow
 @settings(max_examples=12)
 @given(programs(disabled=frozenset({"io_callback"}), max_eqns=4))
 def test_drawn_programs_with_movement_ops_agree_with_jax(worker, p):

@@ -36,6 +36,10 @@ def workers():
         yield a, b
 
 
+QUICK = settings(max_examples=12) if settings.default.max_examples <= 100 else settings()  # long: the profile's
+
+
+@QUICK
 @given(program=programs())
 def test_pipeline(workers, program):
     main, lowerer = workers

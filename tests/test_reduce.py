@@ -315,7 +315,7 @@ def findings(draw):
     return p, caps, lambda c, k: op in ops(c)
 
 
-@settings(max_examples=20)
+@settings(max_examples=12)
 @given(findings())
 def test_generated_programs_reduce_to_fixed_points(case):
     p, caps, pred = case
