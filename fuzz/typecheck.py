@@ -91,6 +91,10 @@ NO_EFFECTS = "no_effects_in_remat"
 # ("IO effect not supported in vmap-of-cond", NotImplementedError, measured on jax 0.10.2,
 # batched predicate or not, ordered or not; jax.debug.callback / print and pure_callback run).
 NO_IO_COND = "no_io_in_vmap_of_cond"
+# A rule of the context under jax.jacfwd / jax.jacrev: they vmap the derivative (jacfwd a jvp
+# over the input basis), so a lax.cond underneath is batched as under vmap (a campaign found
+# "IO effect not supported in vmap-of-cond" from jacfwd(cond(f)) with an io_callback in f).
+JACOBIAN = "under_jacobian"
 # Op families whose ops have an effect remat refuses (io_callback; not the debug callbacks,
 # measured): refused where NO_EFFECTS holds.
 EFFECT_FAMILIES = ("io_callback",)
@@ -213,7 +217,7 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         _require(type(k) is int and 0 <= k < len(args), "argnums out of range")
         _require(args[k].dtype == FLOAT, f"{kind} with respect to an int32 argument")
         mode = REVERSE if kind == "jacrev" else FORWARD_MODE
-        return replace(ctx, grad_at=len(ctx.axes), rules=ctx.rules | {mode}), list(args)
+        return replace(ctx, grad_at=len(ctx.axes), rules=ctx.rules | {mode, JACOBIAN}), list(args)
     if kind == "cond":
         # The predicate is derived from argument 0 (its signs: fuzz.reference, docs/program.md).
         # With check_vma on, jax 0.10.2 types cond's outputs without the predicate's varying
@@ -225,7 +229,8 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         checked = frozenset(a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma)
         _require(not (args[0].vma & checked),
                  "cond's predicate varies over a checked manual axis (jax-ml/jax#40823: not generated)")
-        return (replace(ctx, rules=ctx.rules | {NO_IO_COND}) if ctx.in_vmap else ctx), list(args)
+        batched = ctx.in_vmap or JACOBIAN in ctx.rules
+        return (replace(ctx, rules=ctx.rules | {NO_IO_COND}) if batched else ctx), list(args)
     if kind in LINEARIZED:
         # Inside a shard_map body (check_vma on) jax.vjp refuses a constant cotangent for a
         # varying output ("unexpected JAX type ... expected float32[2]{V:x}", jax 0.10.2), and

@@ -218,6 +218,14 @@ def test_cond_refusals():
         check_program(p)
     p["calls"] = [call("f0", [COND, vmap([0], [0])], ["x0"])]
     check_program(p)
+    # jacfwd / jacrev batch what is under them as vmap does (a campaign found jacfwd(cond(f)) raising it)
+    p["functions"]["f0"]["eqns"][0]["stop_gradient"] = True  # (a derivative: the callback's argument under stop_gradient)
+    for kind in ("jacfwd", "jacrev"):
+        p["calls"] = [call("f0", [{"kind": kind, "argnums": [0]}, COND], ["x0"])]
+        with pytest.raises(ProgramError, match="vmap-of-cond"):
+            check_program(p)
+    p["calls"] = [call("f0", [{"kind": "jvp", "seed": 1}, COND], ["x0"])]
+    check_program(p)
 
 
 def test_cond_reference_by_hand():
