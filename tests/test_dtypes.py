@@ -117,6 +117,20 @@ def test_low_precision_sums_round_once_and_int32_wraps():
     assert m.dtype == np.int32 and (m == 0).all()  # 2**60 wraps to 0
 
 
+def test_int32_reducing_collectives_reduce_as_named():
+    # over an axis of size 2 (lock-step dim 0): psum wraps as XLA's int32 does, pmax / pmin
+    # take the extremes (an int32 path once summed for all three)
+    from fuzz import ops as O
+
+    r = Reference(one_fn_program(fn(["a"], [], ["a"]), [(1,)]))
+    ctx = T.Ctx(mesh={"x": 2}, axes=(T.Axis("x", 2, "mesh"),))
+    x = np.array([[1, 2 ** 30], [5, 2 ** 30 + 2 ** 29]], np.int32)
+    want = {"psum": [6, np.int32(2 ** 31 + 2 ** 29 - 2 ** 32)], "pmax": [5, 2 ** 30 + 2 ** 29], "pmin": [1, 2 ** 30]}
+    for op, row in want.items():
+        (y,) = O.get(op).reference(r, eqn(op, ["a"], ["b"], axes=["x"]), [x], [ty((2,), INT)], ctx)
+        assert y.dtype == np.int32 and y.tolist() == [row, row], (op, y)
+
+
 # ------------------------------------------------------------------ reference against JAX
 def agree_with_jax(worker, p):
     validate_program(p)

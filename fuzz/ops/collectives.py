@@ -114,6 +114,14 @@ def _varying_first(draw, scope, cands: list, names) -> object:
     return draw(st.sampled_from(cands))
 
 
+def _sum(r, x, axis, keepdims: bool = False):
+    """The sum of the lock-step array ``x`` over ``axis`` as XLA computes it: int32 wraps (NumPy's
+    int32 sum would widen to int64), bfloat16 / float16 are summed in float32 and rounded once."""
+    if str(x.dtype) == INT and r.xp is np:
+        return np.sum(x, axis=axis, keepdims=keepdims, dtype=np.int32)
+    return compute(r, str(x.dtype), lambda v: r.xp.sum(v, axis=axis, keepdims=keepdims), x)
+
+
 class Reducing(Collective):
     """psum / pmax / pmin / pmean over one or two axes."""
 
@@ -163,11 +171,11 @@ class Reducing(Collective):
 
     def reference(self, r, eqn, xs, ts, ctx):
         x = xs[0]
-        dtype = str(x.dtype)
-        fn, ax = getattr(r.xp, self.numpy), self.axes_js(eqn, ctx)
-        if dtype == INT and r.xp is np:  # NumPy's int32 sum widens to int64; XLA's wraps
-            return [np.broadcast_to(np.sum(x, axis=ax, keepdims=True, dtype=np.int32), x.shape)]
-        return [r.xp.broadcast_to(compute(r, dtype, lambda v: fn(v, axis=ax, keepdims=True), x), x.shape)]
+        ax = self.axes_js(eqn, ctx)
+        if self.numpy == "sum":
+            return [r.xp.broadcast_to(_sum(r, x, ax, keepdims=True), x.shape)]
+        fn = getattr(r.xp, self.numpy)
+        return [r.xp.broadcast_to(compute(r, str(x.dtype), lambda v: fn(v, axis=ax, keepdims=True), x), x.shape)]
 
     def expr(self, rr, eqn, a, ctx):
         return f"jax.lax.{self.name}({a[0]}, {rr.axes_source(eqn['axes'])})"
@@ -351,11 +359,7 @@ class PsumScatter(Collective):
         (j,) = self.axes_js(eqn, ctx)
         n = ctx.axes[j].size
         d = eqn["axis"]
-        x = xs[0]
-        if str(x.dtype) == INT and xp is np:  # NumPy's int32 sum widens to int64; XLA's wraps
-            s = np.sum(x, axis=j, dtype=np.int32)
-        else:
-            s = compute(r, str(x.dtype), lambda v: xp.sum(v, axis=j), x)
+        s = _sum(r, xs[0], j)
         p = K - 1 + d
         s = s.reshape(s.shape[:p] + (n, s.shape[p] // n) + s.shape[p + 1:])
         return [xp.moveaxis(s, p, j)]
