@@ -99,32 +99,16 @@ _WHILE_SRC = [
     "            return s[0] + 1, tuple(ci + yi for ci, yi in zip(s[1], f(*a)))",
     "        return jax.lax.while_loop(lambda s: s[0] < n, body, (0, tuple(f(*a))))[1]",
     "    return g"]
-# the helpers _linear_helpers emits
-_HELPERS = frozenset({"weights", "vjp", "jvp", "linearize", "lax_map", "jac", "cond", "fori_loop", "while_loop"})
+# the helpers _linear_helpers emits, in order: (helper names that need it, its source)
+_HELPER_SOURCES = (({"weights", "vjp", "jvp", "linearize"}, _WEIGHTS_SRC), ({"vjp"}, _VJP_SRC), ({"jvp"}, _JVP_SRC),
+                   ({"linearize"}, _LINEARIZE_SRC), ({"lax_map"}, _LAX_MAP_SRC), ({"jac"}, _JAC_SRC),
+                   ({"cond"}, _COND_SRC), ({"fori_loop"}, _FORI_SRC), ({"while_loop"}, _WHILE_SRC))
+_HELPERS = frozenset().union(*(names for names, _ in _HELPER_SOURCES))
 
 
 def _linear_helpers(helpers: set) -> list:
     """Source lines (each preceded by two blank lines) of the helpers used (wsum, vjp, jvp, lax.map, jac*, cond, loops)."""
-    out = []
-    if helpers & {"weights", "vjp", "jvp", "linearize"}:
-        out += ["", ""] + _WEIGHTS_SRC
-    if "vjp" in helpers:
-        out += ["", ""] + _VJP_SRC
-    if "jvp" in helpers:
-        out += ["", ""] + _JVP_SRC
-    if "linearize" in helpers:
-        out += ["", ""] + _LINEARIZE_SRC
-    if "lax_map" in helpers:
-        out += ["", ""] + _LAX_MAP_SRC
-    if "jac" in helpers:
-        out += ["", ""] + _JAC_SRC
-    if "cond" in helpers:
-        out += ["", ""] + _COND_SRC
-    if "fori_loop" in helpers:
-        out += ["", ""] + _FORI_SRC
-    if "while_loop" in helpers:
-        out += ["", ""] + _WHILE_SRC
-    return out
+    return [line for names, src in _HELPER_SOURCES if helpers & names for line in ["", ""] + src]
 
 
 def spec_source(spec) -> str:

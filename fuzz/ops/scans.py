@@ -28,18 +28,22 @@ class Scan(AlongAxis):
         return e
 
 
-class Cumsum(Scan):
+class Cumulative(Scan):
+    """A running reduction along dim ``axis`` named as NumPy and jax.numpy name it (``jnp.<name>``)."""
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        return [getattr(r.xp, self.name)(xs[0], axis=len(ctx.axes) + eqn["axis"])]
+
+    def expr(self, rr, eqn, a, ctx):
+        return f"jnp.{self.name}({a[0]}, axis={rr.int(eqn['axis'])})"
+
+
+class Cumsum(Cumulative):
     name = "cumsum"
     feature_names = ("cumsum",)
 
-    def reference(self, r, eqn, xs, ts, ctx):
-        return [r.xp.cumsum(xs[0], axis=len(ctx.axes) + eqn["axis"])]
 
-    def expr(self, rr, eqn, a, ctx):
-        return f"jnp.cumsum({a[0]}, axis={rr.int(eqn['axis'])})"
-
-
-class Cumprod(Scan):
+class Cumprod(Cumulative):
     """``jnp.cumprod(x, axis=axis)``: running products along dim ``axis``, float32 of ``x``'s shape.
 
     Semantics: ``jax.numpy.cumprod`` (https://docs.jax.dev/en/latest/_autosummary/jax.numpy.cumprod.html),
@@ -50,12 +54,6 @@ class Cumprod(Scan):
 
     name = "cumprod"
     feature_names = ("cumprod",)
-
-    def reference(self, r, eqn, xs, ts, ctx):
-        return [r.xp.cumprod(xs[0], axis=len(ctx.axes) + eqn["axis"])]
-
-    def expr(self, rr, eqn, a, ctx):
-        return f"jnp.cumprod({a[0]}, axis={rr.int(eqn['axis'])})"
 
 
 class Cummax(Scan):
