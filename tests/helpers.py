@@ -35,3 +35,20 @@ def call(function, transforms, args):
 
 
 JIT = {"kind": "jit"}
+
+
+def agree_with_jax(worker, p, ignore=()):
+    """JAX (the ``worker``) and the unsharded reference give the same values on every call of ``p``:
+    no finding of any oracle but those in ``ignore``. Returns the worker's outcome."""
+    import oracles
+    from fuzz.program import validate_program
+    from fuzz.reference import evaluate
+    from fuzz.render import render
+
+    validate_program(p)
+    out = worker.run(render(p, worker.caps), timeout=240)
+    assert out["status"] == "ok", out
+    assert all(c["ok"] for c in out["calls"]), [c.get("error") for c in out["calls"]]
+    found = [f for f in oracles.judge(p, out, evaluate(p)) if f.oracle not in ignore]
+    assert not found, [(f.signature, f.details) for f in found]
+    return out

@@ -16,7 +16,7 @@ from fuzz.program import validate_program
 from fuzz.reference import evaluate, make_input
 from fuzz.render import render, render_repro
 from fuzz.typecheck import ProgramError, check_program
-from helpers import JIT, call, eqn, fn, program, shard_map, vmap
+from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap
 from strategies.programs import programs
 
 GRAD = {"kind": "grad", "argnums": [0]}
@@ -47,19 +47,6 @@ def two_inputs(calls, functions=None, mesh=(("x", 2),)):
     used = {c["function"] for c in calls}
     return program(mesh=mesh, inputs=[("x0", (4, 2), 1), ("x1", (2,), 2)],
                    functions={n: f for n, f in functions.items() if n in used}, calls=calls)
-
-
-def agree(worker, p):
-    """JAX (the worker) and the reference give the same values on every call of ``p``."""
-    import oracles
-
-    validate_program(p)
-    out = worker.run(render(p, worker.caps), timeout=240)
-    assert out["status"] == "ok", out
-    assert all(c["ok"] for c in out["calls"]), [c.get("error") for c in out["calls"]]
-    found = oracles.judge(p, out, evaluate(p))
-    assert not found, [(f.signature, f.details) for f in found]
-    return out
 
 
 # ------------------------------------------------------------------ jacrev / jacfwd
@@ -159,7 +146,7 @@ def test_jacobians_agree_with_jax(worker):
             ("jacrev", BODY, 1, [rank4[:3]] * 2, False))):
         funcs[f"h{n}"], chain = inside(kind, k, body, outs, check)
         calls.append(call(f"h{n}", chain, ["x0", "x1"]))
-    agree(worker, two_inputs(calls, funcs))
+    agree_with_jax(worker, two_inputs(calls, funcs))
 
 
 def test_the_reducer_keeps_new_transforms_valid():
@@ -272,7 +259,7 @@ def test_cond_agrees_with_jax(worker):
     p = two_inputs(calls, funcs)
     ref = evaluate(p)["results"]
     assert (ref[2][0] > 0).any() and (ref[2][0] < 0).any()  # the devices took different branches
-    agree(worker, p)
+    agree_with_jax(worker, p)
 
 
 # ------------------------------------------------------------------ fori_loop / while_loop
@@ -343,7 +330,7 @@ def test_loops_and_linearize_agree_with_jax(worker):
              call("f0", [vmap([0, None], [0, 0, 0, 0]), LIN, loop("while_loop", 1)], ["x0", "x1"]),
              call("f2", [LIN, JIT, shard_map([[["x"], None], [None]], [[["x"], None]] * 2, check_vma=False), COND],
                   ["x0", "x1"])]
-    agree(worker, two_inputs(calls, funcs))
+    agree_with_jax(worker, two_inputs(calls, funcs))
 
 
 # ------------------------------------------------------------------ linearize
@@ -366,20 +353,6 @@ def test_linearize_is_jvp_through_jax_linearize():
 
 
 # ------------------------------------------------------------------ generator
-def chains(p: dict) -> list:
-    out = [c["transforms"] for c in p["calls"]]
-
-    def walk(f):
-        for e in f["eqns"]:
-            if e["op"] == "call":
-                out.append(e["transforms"])
-                walk(e["fn"])
-
-    for f in p["functions"].values():
-        walk(f)
-    return out
-
-
 NEW = ("jacrev", "jacfwd", "cond", "fori_loop", "while_loop", "linearize")
 OTHERS = frozenset({"shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp", "checkpoint", "map"})
 

@@ -18,10 +18,9 @@ import oracles
 from fuzz import typecheck as T
 from fuzz.features import features
 from fuzz.ops.base import BF16, F16, FLOAT, INT, PRED, OneOf
-from fuzz.program import validate_program
 from fuzz.reference import Reference, evaluate, make_input, weights
 from fuzz.render import render
-from helpers import JIT, call, eqn, fn, program, shard_map, vmap
+from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap
 from oracles.common import TOLERANCE
 from oracles.differential import agree, tolerance
 from strategies.programs import programs
@@ -132,15 +131,6 @@ def test_int32_reducing_collectives_reduce_as_named():
 
 
 # ------------------------------------------------------------------ reference against JAX
-def agree_with_jax(worker, p):
-    validate_program(p)
-    out = worker.run(render(p, worker.caps), timeout=240)
-    assert out["status"] == "ok", out
-    assert all(c["ok"] for c in out["calls"]), [c.get("error") for c in out["calls"]]
-    found = oracles.judge(p, out, evaluate(p))
-    found = [f for f in found if f.oracle != "metamorphic"]  # jit vs eager: /work/notes/dtypes_changes.md 2
-    assert not found, [(f.signature, f.details) for f in found]
-    return out
 
 
 def body(dt):
