@@ -88,6 +88,8 @@ class _Gen:
         # rank-0 result rank 1 (Op.as_loss, Op.as_rank1), in registry order, not disabled
         self.losses = [op for op in O.REGISTRY.values() if _defines(op, "as_loss") and op.name not in disabled]
         self.glues = [op for op in O.REGISTRY.values() if _defines(op, "as_rank1") and op.name not in disabled]
+        # ops that add two scalar losses (Op.as_sum): a grad's loss over several results
+        self.adders = [op for op in O.REGISTRY.values() if _defines(op, "as_sum") and op.name not in disabled]
         # some glue is valid everywhere: a call's arguments need not be safe values (see _safe)
         self.glue_always = any(op.grad_ok and op.explicit_ok for op in self.glues)
 
@@ -296,7 +298,7 @@ class _Gen:
             if not self.losses:
                 pool = [v for v in pool if local[v].rank == 0] or pool
             cands = sinks(pool)
-            if "add" not in self.disabled and len(cands) > 1 and draw(st.integers(0, 3)) > 0:
+            if self.adders and len(cands) > 1 and draw(st.integers(0, 3)) > 0:
                 chosen = cands[:3]  # every sink (up to 3) reaches the loss: no dead code under grad
             else:
                 chosen = [draw(st.sampled_from(cands))]
@@ -311,7 +313,7 @@ class _Gen:
                     r = s
                 if total is not None:  # the losses of the sinks added up
                     s = self.var()
-                    e = {"op": "add", "args": [total, r], "outs": [s]}
+                    e = self.adders[0].as_sum(total, r, s)
                     eqns.append(e)
                     (local[s],) = T.eqn_types(e, [local[total], local[r]], ctx)
                     r = s

@@ -384,6 +384,11 @@ class Op:
         a function result can be named by any out_specs."""
         raise NotImplementedError
 
+    def as_sum(self, a: str, b: str, out: str) -> dict:
+        """An equation of this op adding the float32 scalars ``a`` and ``b`` into ``out`` (not every
+        op): a grad's loss summing the losses of several results."""
+        raise NotImplementedError
+
     def __repr__(self) -> str:
         return f"<op {self.name}>"
 

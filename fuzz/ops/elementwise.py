@@ -108,6 +108,9 @@ def _broadcasts(a: tuple, b: tuple) -> bool:
 class Add(Binary):
     name, source, numpy = "add", "{} + {}", "add"
 
+    def as_sum(self, a, b, out):
+        return {"op": self.name, "args": [a, b], "outs": [out]}
+
 
 class Sub(Binary):
     name, source, numpy = "sub", "{} - {}", "subtract"
