@@ -47,6 +47,31 @@ def test_an_avoided_name_is_left_out_when_avoidance_always_fires(monkeypatch):
     assert seen and not any(seen)
 
 
+def test_a_name_most_known_bugs_share_is_not_avoided_while_a_bug_has_another():
+    avoid = (frozenset({"shard_map", "psum"}), frozenset({"shard_map", "vmap"}), frozenset({"shard_map"}))
+    assert S.specific(avoid[0], avoid) == ["psum"]
+    assert S.specific(avoid[1], avoid) == ["vmap"]
+    assert S.specific(avoid[2], avoid) == ["shard_map"]  # its only name: kept
+    # a name half of the bugs use or fewer is specific enough
+    half = avoid[:2] + (frozenset({"sin"}), frozenset({"cos"}))  # vmap in 2 of 4, shard_map too
+    assert S.specific({"shard_map", "vmap", "psum"}, half) == ["psum", "shard_map", "vmap"]
+
+
+def test_the_backbone_name_shows_under_avoidance(monkeypatch):
+    monkeypatch.setattr(S, "AVOID_PROBABILITY", 1.0)
+    avoid = tuple(frozenset({"shard_map", name}) for name in ("psum", "ppermute", "all_gather"))
+    seen = []
+
+    @FAST
+    @given(S.swarm_programs(avoid=avoid))
+    def t(p):
+        names = features(p)[0]
+        seen.append(("shard_map" in names, bool(names & {"psum", "ppermute", "all_gather"})))
+
+    t()
+    assert any(s for s, _ in seen) and not any(c for _, c in seen)
+
+
 def test_without_avoidance_the_name_shows():
     seen = []
 
