@@ -554,7 +554,7 @@ def _drop_output(chain: list, k: int):
             del t["argnums"][m]
             return chain, None
         for key in ("out_specs", "out_axes"):
-            if key in t:
+            if t.get(key) is not None:
                 if k >= len(t[key]):
                     return None
                 del t[key][k]
@@ -566,7 +566,7 @@ def _drop_arg(chain: list, k: int):
     chain = _copy(chain)
     for t in chain:
         for key in ("in_specs", "in_axes"):
-            if key in t:
+            if t.get(key) is not None:
                 if k >= len(t[key]):
                     return None
                 del t[key][k]
@@ -581,7 +581,7 @@ def _drop_dim(chain: list, k: int, d: int):
     """``chain`` for argument ``k`` losing dim ``d`` (spec entries dropped, in_axes moved), or None."""
     chain = _copy(chain)
     for t in chain:
-        if "in_specs" in t:
+        if t.get("in_specs") is not None:
             spec = t["in_specs"][k]
             if d >= len(spec):
                 return None
@@ -1078,8 +1078,34 @@ def _pass_transforms(ix: _Index, call, start):
     yield from _slots(makes)
 
 
+_ONE_FOR_ONE = tuple(k for k in _MAPPED_OUTPUTS if k not in ("grad", "value_and_grad"))
+
+
 def _drop_transform(ix, cpath, t, call):
+    """Remove transform ``t`` of the chain at ``cpath``.
+
+    A nested call's jvp / linearize / vjp also gives up the outputs it adds when every
+    transform outside it maps outputs one for one: uses of a tangent read the primal
+    output it belongs to, uses of a cotangent the call's argument it belongs to (same
+    shape; the typing rules refuse the candidate where the vma differs). Without this a
+    finding under jvp kept the jvp (measured: grad(jvp(map(f))) of the io_callback
+    finding of the corpus stayed a new signature instead of reaching its known face).
+    """
     e = _Edit(ix)
+    chain = e.at(cpath)
+    kind = chain[t]["kind"]
+    if kind in T.LINEARIZED and cpath[0] != "calls" and all(x["kind"] in _ONE_FOR_ONE for x in chain[:t]):
+        path, i = cpath[:-3], cpath[-2]
+        eq = e.at(path)["eqns"][i]
+        outs = ix.scopes[path].outs[i]
+        n = len(outs) - len(eq["args"]) if kind == "vjp" else len(outs) // 2
+        for k in range(n, len(outs)):
+            e.rewire(outs[k], eq["args"][k - n] if kind == "vjp" else ix.name[outs[k - n]])
+        eq["outs"] = eq["outs"][:n]
+        for x in chain[:t]:
+            for key in ("out_specs", "out_axes"):
+                if x.get(key) is not None:
+                    x[key] = x[key][:n]
     e.delete(cpath + (t,))
     return e.result(), call
 
@@ -1152,7 +1178,7 @@ def _drop_axis(ix: _Index, j, a, call):
     for cpath in _chains(ix.p):
         for ti, t in enumerate(e.at(cpath)):
             for key in ("in_specs", "out_specs"):
-                if key in t:
+                if t.get(key) is not None:
                     t[key] = [_spec_without(s, a) for s in t[key]]
             if t.get("axis_names") is not None and a in t["axis_names"]:
                 t["axis_names"].remove(a)
@@ -1221,7 +1247,7 @@ def _drop_input_dim(ix, k, d, call):
 def _pass_params(ix: _Index, call, start):
     """Simplify parameters one at a time: equation booleans to False, integers toward 0,
     lists lose an element; shard_map check_vma to True, axis_names to null, spec entries
-    to null or one axis fewer; vmap axis_name / spmd_axis_name and checkpoint policy to
+    to null or one axis fewer, a jit's in_specs / out_specs (its shardings) to null; vmap axis_name / spmd_axis_name and checkpoint policy to
     null, in_axes / out_axes to 0 or null; a loop's trip count toward 0; input spec to null (or an entry), seed
     to 0; mesh axis_type to auto."""
     makes = []
@@ -1248,7 +1274,9 @@ def _pass_params(ix: _Index, call, start):
             tp = cpath + (ti,)
             if t.get("check_vma") is False:
                 makes.append(setter(tp, "check_vma", True))
-            for key in ("axis_names", "axis_name", "spmd_axis_name", "policy"):
+            # (a jit's in_specs / out_specs: its in_shardings / out_shardings, null for none)
+            nullable = ("in_specs", "out_specs") if t.get("kind") == "jit" else ()
+            for key in ("axis_names", "axis_name", "spmd_axis_name", "policy") + nullable:
                 if t.get(key) is not None:
                     makes.append(setter(tp, key, None))
             if t.get("kind") in T.LOOPS and t.get("n"):

@@ -375,6 +375,23 @@ def test_transforms_whose_outputs_are_not_their_bodys_are_left_whole():
     assert all(validate_program(c) is None for c in seen)
 
 
+@pytest.mark.parametrize("kind", ["jvp", "linearize", "vjp"])
+def test_a_linearizing_transform_is_dropped_with_the_outputs_it_adds(kind):
+    # a campaign's finding under grad(jvp(map(f))) kept its jvp: dropping it left the call
+    # with more outputs than its body's results. Uses of a tangent now read its primal
+    # output, uses of a cotangent the argument it belongs to.
+    inner = fn(["b"], [eqn("sin", ["b"], ["s"])], ["s"])
+    chain = [JIT, {"kind": kind, "seed": 3}]
+    body = fn(["a"], [eqn("call", ["a"], ["y", "t"], transforms=chain, fn=inner),
+                      eqn("mul", ["y", "t"], ["z"]), eqn("cos", ["z"], ["w"])], ["w"])
+    p = program(inputs=[("x0", (2, 4), 0)], functions={"f0": body}, calls=[call("f0", [], ["x0"])])
+    check_program(p)
+    rec = Recorder(lambda cand, c: {"call", "sin"} <= set(ops(cand)))  # the nested call must stay
+    r = reduce_program(p, rec, call=0, max_runs=200)
+    assert f'"{kind}"' not in json.dumps(r.program), json.dumps(r.program)
+    assert_fixed_point(r, rec.pred)
+
+
 def test_a_candidate_with_a_vmap_over_an_empty_dim_is_refused_not_raised():
     """A parameter simplified below its schema's minimum (broadcast size 0) makes a vmap over a
     dim of size 0, where all_to_all's rule would divide by the axis size: the type checker
