@@ -108,6 +108,9 @@ DOCS = {
                       "a mesh with `AxisType.Explicit` axes, used with `jax.set_mesh` and `jax.sharding.reshard`"),
     "jit": ("jax.jit", "https://docs.jax.dev/en/latest/_autosummary/jax.jit.html",
             "jit does not change what a function computes"),
+    "jit_shardings": ("jax.jit in_shardings / out_shardings", "https://docs.jax.dev/en/latest/_autosummary/jax.jit.html",
+                      "`in_shardings` / `out_shardings` give the shardings of a jitted function's arguments and "
+                      "results; they change where values live, not what the function computes"),
     "checkpoint": ("jax.checkpoint", "https://docs.jax.dev/en/latest/_autosummary/jax.checkpoint.html",
                    "checkpoint (remat) does not change what a function computes; its `policy` "
                    "(`jax.checkpoint_policies`) only chooses which intermediate values are saved for the backward "
@@ -460,7 +463,8 @@ _TITLE_FEATURES = {"io_callback_result": "io_callback with a result", "io_callba
                    "custom_jvp": "custom_jvp", "debug_callback": "jax.debug.callback",
                    "debug_print": "jax.debug.print", "cond": "lax.cond", "fori_loop": "fori_loop",
                    "while_loop": "while_loop", "with_sharding_constraint": "with_sharding_constraint",
-                   "bfloat16": "bfloat16", "float16": "float16",
+                   "bfloat16": "bfloat16", "float16": "float16", "in_shardings": "jit in_shardings",
+                   "out_shardings": "jit out_shardings",
                    **{f"checkpoint_policy:{p}": f"checkpoint policy {p}" for p in CHECKPOINT_POLICIES if p}}
 
 
@@ -507,6 +511,8 @@ def feature_docs(program: dict) -> list:
                 "debug_print", "with_sharding_constraint", "device_put", "explicit_mesh"):
         if key in names:
             keys.append(key)
+    if names & {"in_shardings", "out_shardings"}:
+        keys.insert(1 if keys[:1] == ["jit"] else 0, "jit_shardings")
     if any(n.startswith("pure_callback") for n in names):  # its features name the vmap_method
         keys.append("pure_callback")
     if names & {"bfloat16", "float16", "int32", "bool"}:

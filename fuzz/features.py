@@ -34,6 +34,9 @@ def _walk_chain(transforms: list, fn: dict, outer: set, out: set, depth: int) ->
                 out.add("spmd_axis_name")
             if t["axis_name"]:
                 out.add("vmap_axis_name")
+        if t["kind"] == "jit":
+            out.update(name for key, name in (("in_specs", "in_shardings"), ("out_specs", "out_shardings"))
+                       if t.get(key) is not None)
         if t["kind"] == "shard_map":
             if not t["check_vma"]:
                 out.add("check_vma_off")
@@ -48,7 +51,8 @@ def features(program: dict) -> tuple:
     Names: transform kinds (jit, shard_map, vmap, grad, value_and_grad, vjp, jvp,
     checkpoint, jacrev, jacfwd, cond, fori_loop, while_loop, linearize, and lax_map for a
     ``map``: JAX's names), checkpoint_policy:<name> (a checkpoint's policy,
-    ``jax.checkpoint_policies.<name>``), spmd_axis_name, vmap_axis_name, check_vma_off,
+    ``jax.checkpoint_policies.<name>``), in_shardings / out_shardings (a jit's),
+    spmd_axis_name, vmap_axis_name, check_vma_off,
     partial_manual, capture (a function reads a variable of an enclosing
     scope), multi_call, explicit_mesh, and what each op
     of the registry names (:meth:`fuzz.ops.base.Op.features`: each collective, wsum,

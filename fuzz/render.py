@@ -192,7 +192,10 @@ class _Renderer:
     def transform(self, t: dict, f: str, nested: bool = False) -> str:
         k = t["kind"]
         if k == "jit":
-            return f"jax.jit({f})"
+            kw = "".join(f", {name}={_tuple_source(f'NamedSharding(mesh, {spec_source(s)})' for s in t[key])}"
+                         for key, name in (("in_specs", "in_shardings"), ("out_specs", "out_shardings"))
+                         if t.get(key) is not None)
+            return f"jax.jit({f}{kw})"
         if k == "grad":
             self.helpers.add("grad")
             return f"tuple_grad({f}, argnums={_tuple_source(map(_int, t['argnums']))})"

@@ -185,7 +185,16 @@ def vmap_axis_name(t: dict, ctx: Ctx) -> str:
 def enter(t: dict, ctx: Ctx, args: list) -> tuple:
     """Apply one transform's input side: (inner Ctx, inner param types). ProgramError if invalid."""
     kind = t["kind"]
+    top, ctx = ctx.top, (replace(ctx, top=False) if ctx.top else ctx)
     if kind == "jit":
+        _jit_shardings(t, "in_specs", args, ctx)
+        # an eager jit's arguments are concrete arrays: a committed one whose sharding differs
+        # from in_shardings raises ValueError ("Sharding passed to jit does not match the
+        # sharding on the respective arg", jax 0.10.2, also under grad). Traced arguments (inside
+        # jit) are only constrained. At a program's call the inputs' specs are known
+        # (check_program compares them); in an eager body they are not: refused there.
+        _require(t.get("in_specs") is None or ctx.jit or top,
+                 "a jit with in_shardings in an eager function body (its arguments are committed arrays)")
         return replace(ctx, jit=True), list(args)
     if kind == "checkpoint":
         _require(t["policy"] in CHECKPOINT_POLICIES, f"unknown checkpoint policy {str(t['policy'])[:40]!r}")
@@ -303,19 +312,44 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
     raise ProgramError(f"unknown transform {kind!r}")
 
 
-def _check_spec(spec: list, rank: int, names: list, ctx: Ctx) -> None:
-    _require(len(spec) == rank, f"spec {spec} does not match rank {rank}")
+def _jit_shardings(t: dict, key: str, types: list, ctx: Ctx) -> None:
+    """Check a jit's ``in_specs`` / ``out_specs`` (its in_shardings / out_shardings: one
+    PartitionSpec over the mesh per argument / result, or null for none) against ``types``.
+
+    Rules (measured on jax 0.10.2): not inside a shard_map body (a jit's sharding there
+    may not name manual axes) and not on an Explicit mesh (whose values carry shardings
+    the typing rules do not model); no axis an enclosing vmap's spmd_axis_name takes;
+    every split divides its dim. ProgramError otherwise.
+    """
+    specs = t.get(key)
+    if specs is None:
+        return
+    _require(not ctx.manual, "a jit with shardings inside a shard_map body")
+    _require(not ctx.explicit, "a jit with shardings on an Explicit mesh")
+    _require(isinstance(specs, list) and len(specs) == len(types),
+             f"jit {key} and {'arguments' if key == 'in_specs' else 'results'} differ in length")
+    for spec, ty in zip(specs, types):
+        _check_spec(spec, ty.rank, list(ctx.mesh), ctx, "a mesh axis")
+        for d, s in zip(ty.shape, spec):
+            _require(d % spec_size(s, ctx.mesh) == 0, f"jit {key} {spec} split dim {d} unevenly")
+
+
+def _check_spec(spec: list, rank: int, names: list, ctx: Ctx, where: str = "manual in this shard_map") -> None:
+    _require(isinstance(spec, list) and len(spec) == rank, f"spec {spec} does not match rank {rank}")
     used = [x for s in spec if s for x in s]
     _require(len(used) == len(set(used)), f"spec {spec} names an axis twice")
     for x in used:
-        _require(x in names, f"spec axis {x!r} is not manual in this shard_map")
+        _require(x in names, f"spec axis {x!r} is not {where}")
         _require(x not in ctx.reserved, f"spec axis {x!r} is taken by an enclosing spmd_axis_name")
 
 
 def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
     """Apply one transform's output side: outer result types from inner result types."""
     kind = t["kind"]
-    if kind in ("jit", "checkpoint") + LOOPS:
+    if kind == "jit":
+        _jit_shardings(t, "out_specs", results, outer)
+        return list(results)
+    if kind in ("checkpoint",) + LOOPS:
         return list(results)
     if kind == "map":
         return exit_(as_vmap(t, len(results)), outer, inner, args, results)
@@ -433,7 +467,8 @@ def root_ctx(program: dict, caps: dict | None = None) -> Ctx:
     m = program["mesh"]
     rules = release_rules(caps)
     _require(not (m["axis_type"] == "explicit" and "no_explicit" in rules), "this JAX release has no Explicit axes")
-    return Ctx(mesh=dict(zip(m["axis_names"], m["axis_sizes"])), explicit=m["axis_type"] == "explicit", rules=rules)
+    return Ctx(mesh=dict(zip(m["axis_names"], m["axis_sizes"])), explicit=m["axis_type"] == "explicit", rules=rules,
+               top=True)
 
 
 def input_types(program: dict) -> dict:
@@ -477,6 +512,7 @@ def function_types(fn: dict, ctx: Ctx, params: list, env: dict, on_eqn=None) -> 
     ``on_eqn(eqn, ctx, arg_types)``, when given, is called for every equation, nested ones too.
     """
     _require(len(fn["params"]) == len(params), "wrong number of arguments")
+    ctx = replace(ctx, top=False) if ctx.top else ctx  # (a body's values are not the program's inputs)
     env = dict(env)
     env.update(zip(fn["params"], params))
     for eqn in fn["eqns"]:
@@ -600,6 +636,17 @@ def _check_transform_names(t: dict) -> None:
                 check_identifier(t[key], f"vmap {key}")
 
 
+def check_committed(program: dict, transforms: list, args: list) -> None:
+    """ProgramError when a program's call (``transforms`` over the inputs named ``args``)
+    starts with a jit whose in_shardings differ from the spec an input is committed to
+    (JAX raises ValueError, see :func:`enter`); an input without a spec is uncommitted."""
+    first = transforms[0] if transforms else {}
+    if first.get("kind") == "jit" and isinstance(first.get("in_specs"), list):
+        specs = {i["name"]: i["spec"] for i in program["inputs"]}
+        _require(all(specs.get(a) is None or specs[a] == s for a, s in zip(args, first["in_specs"])),
+                 "a jit's in_shardings differ from the sharding of an input it takes (ValueError in JAX)")
+
+
 def check_program(program: dict, on_eqn=None, caps: dict | None = None) -> list:
     """Type-check every call of a program; returns each call's result types.
 
@@ -616,6 +663,7 @@ def check_program(program: dict, on_eqn=None, caps: dict | None = None) -> list:
         _require(fn is not None, f"call of unknown function {str(call['function'])[:40]!r}")
         _require(all(a in inputs for a in call["args"]), "a call names an unknown input")
         args = [inputs[a] for a in call["args"]]
+        check_committed(program, call["transforms"], call["args"])
         # Top-level functions may close over the program's inputs (module-level arrays).
         out.append(call_types(call["transforms"], fn, ctx, args, inputs, on_eqn))
     return out

@@ -148,6 +148,9 @@ class Ctx:
     - ``grad_at``: number of ``axes`` outside the innermost enclosing grad (None: no grad).
     - ``jit``: inside a ``jit`` (traced, not run eagerly).
     - ``rules``: restrictions of the worker's JAX release (:func:`fuzz.typecheck.release_rules`).
+    - ``top``: the context of a program's call itself, before its first transform (its
+      arguments are the program's inputs); :func:`fuzz.typecheck.enter` and function
+      bodies clear it.
     """
 
     mesh: dict
@@ -158,6 +161,7 @@ class Ctx:
     n_vmap: int = 0  # vmaps enclosing this body (names the unnamed ones)
     jit: bool = False
     rules: frozenset = frozenset()
+    top: bool = False
 
     def axis(self, name: str) -> Axis:
         for a in self.axes:
