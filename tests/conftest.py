@@ -27,9 +27,19 @@ def pytest_addoption(parser):
                           "the long Hypothesis profile runs them too")
 
 
+@pytest.hookimpl(tryfirst=True)  # (before pytest-xdist reads the groups)
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``slow`` are skipped (with a reason) unless --slow or a long profile asks for them:
-    the default run stays within CI's 10 minutes on 2 cores."""
+    the default run stays within CI's 10 minutes on 2 cores.
+
+    Under pytest-xdist (``--dist loadgroup``, pyproject.toml) each module runs whole in one
+    test process, in file order, as without xdist: several modules share module-scoped
+    fixtures across their tests (a campaign, a worker). Modules marked with a group of
+    their own (``processes``) share a process.
+    """
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
     if config.getoption("--slow") or settings.default.max_examples > 100:
         return
     skip = pytest.mark.skip(reason="slow: run with --slow or --hypothesis-profile=long")

@@ -6,6 +6,10 @@ import sys
 
 import pytest
 
+# These tests watch the process tree (orphans, signals, kills): under pytest-xdist they run
+# one after another in one worker (--dist loadgroup), never beside each other.
+pytestmark = pytest.mark.xdist_group("processes")
+
 
 def shardfuzz(*args, cwd=None, timeout=600):
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}

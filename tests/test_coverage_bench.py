@@ -15,6 +15,10 @@ from pathlib import Path
 
 import pytest
 
+# These tests watch the process tree (orphans, signals, kills): under pytest-xdist they run
+# one after another in one worker (--dist loadgroup), never beside each other.
+pytestmark = pytest.mark.xdist_group("processes")
+
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("coverage_bench", ROOT / "benchmarks" / "coverage.py")
 bench = importlib.util.module_from_spec(spec)

@@ -1,9 +1,15 @@
 """Faults injected through the real path: the campaign records each and leaves no orphan process."""
 import time
 
+import pytest
+
 from fuzz.campaign import Campaign
 from fuzz.faults import rotating, worker_processes
 from helpers import JIT, call, eqn, fn, program
+
+# These tests watch the process tree (orphans, signals, kills): under pytest-xdist they run
+# one after another in one worker (--dist loadgroup), never beside each other.
+pytestmark = pytest.mark.xdist_group("processes")
 
 
 def callback_program():

@@ -3,6 +3,10 @@ import pytest
 
 from fuzz.util import _Interrupts
 
+# These tests watch the process tree (orphans, signals, kills): under pytest-xdist they run
+# one after another in one worker (--dist loadgroup), never beside each other.
+pytestmark = pytest.mark.xdist_group("processes")
+
 
 def test_a_stop_inside_a_deferred_section_waits_for_a_safe_point():
     it = _Interrupts()

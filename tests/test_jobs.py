@@ -16,6 +16,10 @@ from fuzz.parallel import merge_reports, split
 from oracles.common import Finding
 from test_cli import finish, start_campaign
 
+# These tests watch the process tree (orphans, signals, kills): under pytest-xdist they run
+# one after another in one worker (--dist loadgroup), never beside each other.
+pytestmark = pytest.mark.xdist_group("processes")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -8,9 +8,15 @@ import sys
 import threading
 import time
 
+import pytest
+
 from fuzz import findings
 from fuzz.faults import worker_processes
 from test_cli import finish, start_campaign
+
+# These tests watch the process tree (orphans, signals, kills): under pytest-xdist they run
+# one after another in one worker (--dist loadgroup), never beside each other.
+pytestmark = pytest.mark.xdist_group("processes")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
