@@ -380,3 +380,26 @@ def test_drawn_programs_with_movement_ops_agree_with_jax(worker, p):
         return
     found = [f for f in oracles.judge(p, out, evaluate(p)) if f.oracle in ("differential", "metamorphic")]
     assert not found, [f.signature for f in found]
+
+
+def test_shard_map_stays_among_the_most_drawn_transforms():
+    """The mission's core keeps its share as the grammar grows. Measured over 300 programs
+    (Hypothesis seeds 1-3 and derandomized): shard_map in 25-41% of them, first or second
+    after jit (vmap is the other). With the control-flow and Jacobian kinds as four entries
+    of the transform draw instead of two (strategies.programs.RARE_KINDS), shard_map was in
+    27% of the programs."""
+    from collections import Counter
+
+    seen = Counter()
+
+    @settings(max_examples=300, derandomize=True, database=None)
+    @given(programs())
+    def count(p):
+        seen["programs"] += 1
+        seen.update(features(p)[0])
+
+    count()
+    others = ("vmap", "grad", "value_and_grad", "vjp", "jvp", "checkpoint", "lax_map", "cond", "fori_loop",
+              "while_loop", "jacrev", "jacfwd", "linearize")
+    assert seen["shard_map"] >= 0.25 * seen["programs"], seen
+    assert sum(seen[k] > seen["shard_map"] for k in others) <= 1, seen
