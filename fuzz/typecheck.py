@@ -273,10 +273,8 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         _require(len(t["in_specs"]) == len(args), "in_specs and args differ in length")
         inner = []
         for spec, a in zip(t["in_specs"], args):
-            _check_spec(spec, a.rank, names, ctx)
+            _check_spec(spec, a.rank, names, ctx, shape=a.shape)
             shape = tuple(d // spec_size(s, mesh) for d, s in zip(a.shape, spec))
-            for d, s in zip(a.shape, spec):
-                _require(d % spec_size(s, mesh) == 0, f"dim {d} not divisible by {s}")
             inner.append(replace(a, shape=shape, vma=a.vma | frozenset(x for s in spec if s for x in s)))
         new_axes = tuple(Axis(n, mesh[n], "mesh", t["check_vma"]) for n in mesh if n in names)
         return replace(ctx, axes=ctx.axes + new_axes), inner
@@ -329,18 +327,21 @@ def _jit_shardings(t: dict, key: str, types: list, ctx: Ctx) -> None:
     _require(isinstance(specs, list) and len(specs) == len(types),
              f"jit {key} and {'arguments' if key == 'in_specs' else 'results'} differ in length")
     for spec, ty in zip(specs, types):
-        _check_spec(spec, ty.rank, list(ctx.mesh), ctx, "a mesh axis")
-        for d, s in zip(ty.shape, spec):
-            _require(d % spec_size(s, ctx.mesh) == 0, f"jit {key} {spec} split dim {d} unevenly")
+        _check_spec(spec, ty.rank, list(ctx.mesh), ctx, "a mesh axis", shape=ty.shape)
 
 
-def _check_spec(spec: list, rank: int, names: list, ctx: Ctx, where: str = "manual in this shard_map") -> None:
+def _check_spec(spec: list, rank: int, names: list, ctx: Ctx, where: str = "manual in this shard_map",
+                shape: tuple | None = None) -> None:
+    """A PartitionSpec (None or list of axis names per dim) of ``rank`` over axes ``names``; with
+    ``shape``, each split divides its dim (an argument's spec; a result's multiplies its dims)."""
     _require(isinstance(spec, list) and len(spec) == rank, f"spec {spec} does not match rank {rank}")
     used = [x for s in spec if s for x in s]
     _require(len(used) == len(set(used)), f"spec {spec} names an axis twice")
     for x in used:
         _require(x in names, f"spec axis {x!r} is not {where}")
         _require(x not in ctx.reserved, f"spec axis {x!r} is taken by an enclosing spmd_axis_name")
+    for d, s in zip(shape or (), spec):
+        _require(d % spec_size(s, ctx.mesh) == 0, f"dim {d} not divisible by {s} (an uneven split)")
 
 
 def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:

@@ -122,7 +122,7 @@ class _Gen:
                 kinds.append("map")
             free = [a for a in ctx.mesh if a not in ctx.manual]
             nested_ok = not ctx.manual or (self.caps.get("shard_map") == "jax" and not ctx.explicit)
-            if free and nested_ok:  # the mission's core: as likely as every control-flow kind together
+            if free and nested_ok:  # the mission's core: three entries (the rare kinds share two)
                 kinds += ["shard_map"] * 3
             # directly under a shard_map a rank-0 result may vary (a gradient with
             # check_vma off): no out_specs could name the axis, so only rank >= 1 there
@@ -223,8 +223,9 @@ class _Gen:
         # a nested shard_map keeps the enclosing one's check_vma (see fuzz.typecheck.enter)
         check = outer[0] if outer else draw(st.booleans().map(lambda b: not b))  # True (the default) first
         return {"kind": "shard_map", "in_specs": in_specs, "out_specs": [], "check_vma": check, "axis_names": names}
+
     def jit_in(self, ctx: T.Ctx, args: list) -> dict:
-        """A jit, one in two with in_shardings and/or out_shardings where the typing rules
+        """A jit, three in five with in_shardings and/or out_shardings where the typing rules
         allow them (fuzz.typecheck._jit_shardings; none first, so that shrinking drops them).
 
         An argument of a program's call (``ctx.top``) that is an input committed to a spec

@@ -40,11 +40,11 @@ def test_in_and_out_shardings_render_and_type_check():
 @pytest.mark.parametrize("specs, why", [
     (([[["a"]]], None), "rank"),                                     # a spec of the wrong rank
     (([[["a"], ["a"]]], None), "twice"),                              # an axis twice
-    ((None, [[None, ["b"]], [["b"]]]), "unevenly"),                   # (8,) by 4 is fine; (8,4) dim 4 by... see below
+    ((None, [[None, ["b"]], [["b"]]]), "uneven split"),               # on a 2x3 mesh, below
 ])
 def test_bad_jit_specs_are_refused(specs, why):
     p = sharded([jit(*specs)])
-    if why == "unevenly":  # the second result has shape (8,): split 8 ways over ('a', 'b') is even, 3 is not
+    if why == "uneven split":  # the second result has shape (8,): 'b' of size 3 does not divide it
         p["mesh"]["axis_sizes"] = [2, 3]
         p["functions"]["f0"] = fn(["a"], [eqn("sin", ["a"], ["s"]), eqn("sum", ["s"], ["r"], axis=1)], ["s", "r"])
     with pytest.raises(ProgramError, match=why):
