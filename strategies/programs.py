@@ -30,6 +30,10 @@ from fuzz.render import NEWEST_CAPS
 AXIS_NAMES = ("x", "y", "z", "w")  # real models use up to four: data, fsdp, tensor, sequence
 VMAP_AXIS_NAMES = ("i", "j", "k", "l", "m")
 DIMS = (1, 2, 4, 8, 16)
+# Options a program may be drawn without (swarm testing, avoidance of known bugs), named as
+# fuzz.features names them: an Explicit mesh, a vmap's spmd_axis_name and axis_name, a
+# partial-manual shard_map, check_vma=False, and a function reading an enclosing scope's variable
+OPTIONS = ("explicit_mesh", "spmd_axis_name", "vmap_axis_name", "partial_manual", "check_vma_off", "capture")
 MAX_ELEMENTS = 4096
 MAX_RANK = 4
 RARE_KINDS = ("jac", "cond", "linearize", "loop")  # two entries of the transform draw (see _Gen.transform_in)
@@ -204,15 +208,17 @@ class _Gen:
             if kind == "map":
                 return {"kind": "map", "in_axes": in_axes}
             taken = {a.name for a in ctx.axes}
-            name = draw(st.sampled_from([None] + [n for n in VMAP_AXIS_NAMES if n not in taken][:1]))
-            spmd_opts = [a for a in ctx.mesh
-                         if a not in ctx.manual and a not in ctx.reserved and b % ctx.mesh[a] == 0]
+            names = [] if "vmap_axis_name" in self.disabled else [n for n in VMAP_AXIS_NAMES if n not in taken][:1]
+            name = draw(st.sampled_from([None] + names))
+            spmd_opts = [a for a in ctx.mesh if "spmd_axis_name" not in self.disabled
+                         and a not in ctx.manual and a not in ctx.reserved and b % ctx.mesh[a] == 0]
             spmd = draw(st.sampled_from([None] + spmd_opts))
             return {"kind": "vmap", "in_axes": in_axes, "out_axes": [], "axis_name": name, "spmd_axis_name": spmd}
         # shard_map
         free = [a for a in ctx.mesh if a not in ctx.manual]
         names = None
         partial_ok = self.caps.get("partial_manual") and (ctx.jit or "partial_manual_needs_jit" not in ctx.rules)
+        partial_ok = partial_ok and "partial_manual" not in self.disabled
         if partial_ok and not ctx.explicit and len(free) > 1 and draw(st.booleans()):
             names = draw(st.lists(st.sampled_from(free), min_size=1, max_size=len(free) - 1, unique=True))
             names = [a for a in ctx.mesh if a in names]
@@ -221,7 +227,7 @@ class _Gen:
         in_specs = [draw(partition_specs(a.shape, usable, ctx.mesh)) for a in args]
         outer = [a.check_vma for a in ctx.axes if a.kind == "mesh"]
         # a nested shard_map keeps the enclosing one's check_vma (see fuzz.typecheck.enter)
-        check = outer[0] if outer else draw(st.booleans().map(lambda b: not b))  # True (the default) first
+        check = outer[0] if outer else ("check_vma_off" in self.disabled or draw(st.booleans().map(lambda b: not b)))
         return {"kind": "shard_map", "in_specs": in_specs, "out_specs": [], "check_vma": check, "axis_names": names}
 
     def jit_in(self, ctx: T.Ctx, args: list) -> dict:
@@ -311,6 +317,8 @@ class _Gen:
         """
         draw = self.draw
         ctx = replace(ctx, top=False) if ctx.top else ctx  # (see fuzz.typecheck.function_types)
+        if "capture" in self.disabled:
+            env = {}  # the body reads its parameters only
         params = [self.param() for _ in param_types]
         local = dict(zip(params, param_types))
         eqns = []
@@ -514,7 +522,9 @@ def chain_variants(program: dict, call: dict, caps: dict | None = None, disabled
             cands.append(chain[:i] + [{**t, "spmd_axis_name": None}] + chain[i + 1:])
         if t["kind"] in ("shard_map", "checkpoint"):
             cands.append(chain[:i] + chain[i + 1:])
-    if any(t["kind"] == "shard_map" for t in chain):  # nested shard_maps keep one check_vma: toggle all
+    checked = all(t["check_vma"] for t in chain if t["kind"] == "shard_map")
+    if any(t["kind"] == "shard_map" for t in chain) and not (checked and "check_vma_off" in disabled):
+        # nested shard_maps keep one check_vma: toggle all
         cands.append([{**t, "check_vma": not t["check_vma"]} if t["kind"] == "shard_map" else t for t in chain])
     ok = []
     ctx = T.root_ctx(program, caps)
@@ -534,12 +544,12 @@ def check_disabled(disabled) -> frozenset:
     """``disabled`` as a frozenset of names the generator knows; ValueError (one line) for another name.
 
     Known names: the ops of the registry (fuzz/ops/), the transforms
-    (fuzz.typecheck.TRANSFORMS) and "call" (nested calls).
+    (fuzz.typecheck.TRANSFORMS), "call" (nested calls) and the :data:`OPTIONS`.
     """
     disabled = frozenset(disabled)
-    unknown = sorted(disabled - set(O.REGISTRY) - set(T.TRANSFORMS) - {"call"})
+    unknown = sorted(disabled - set(O.REGISTRY) - set(T.TRANSFORMS) - {"call"} - set(OPTIONS))
     if unknown:
-        raise ValueError(f"cannot disable {unknown[0][:40]!r}: not an op, a transform or 'call'")
+        raise ValueError(f"cannot disable {unknown[0][:40]!r}: not an op, a transform, 'call' or an option")
     return disabled
 
 
@@ -550,14 +560,14 @@ def programs(draw, caps: dict = NEWEST_CAPS, max_depth: int = 4, max_eqns: int =
 
     ``caps``: the worker's capabilities (``fuzz.render.NEWEST_CAPS`` by default).
     ``max_depth``: transforms on any path from a call to the innermost body.
-    ``disabled``: op and transform names (and "call") the generator must not draw in this
+    ``disabled``: op and transform names, "call" and :data:`OPTIONS` the generator must not draw in this
     program (swarm testing; known bugs' features). Whatever is disabled, the program is
     valid: the simplest path (a function with fewer equations, no transform, an identity
     body) stays available. ValueError for a name that is none of these.
     """
     disabled = check_disabled(disabled)
     g = _Gen(draw, caps, max_depth, max_eqns, disabled)
-    mesh = draw(meshes(caps))
+    mesh = draw(meshes({**caps, "explicit": False} if "explicit_mesh" in disabled else caps))
     sizes = dict(zip(mesh["axis_names"], mesh["axis_sizes"]))
     inputs = []
     for k in range(draw(st.integers(1, 3))):

@@ -21,7 +21,11 @@ programs have 8 names each, shard_map among them, shard_map was left out of 1 - 
 which starves every collective over a mesh axis.
 
 The names are those ``strategies.programs.programs`` accepts in ``disabled``: the ops of
-the registry (fuzz/ops/), the transforms (``fuzz.typecheck.TRANSFORMS``) and "call".
+the registry (fuzz/ops/), the transforms (``fuzz.typecheck.TRANSFORMS``), "call" and the
+options of ``strategies.programs.OPTIONS`` (an Explicit mesh, spmd_axis_name, a vmap's
+axis_name, a partial-manual shard_map, check_vma=False, capture). Without the options, a
+known bug that needs one (an Explicit mesh, say) could only be avoided through the
+transforms it shares with many others (vmap, shard_map).
 """
 from __future__ import annotations
 
@@ -29,20 +33,23 @@ from hypothesis import strategies as st
 
 from fuzz import ops as O
 from fuzz import typecheck as T
+from fuzz.features import features
 from fuzz.render import NEWEST_CAPS
-from strategies.programs import programs
+from strategies.programs import OPTIONS, programs
 
 AVOID_PROBABILITY = 0.5  # per known bug and program: leave out one of its names
 
 
 def swarmable() -> tuple:
-    """The names a program may leave out (sorted): ops, transforms and "call"."""
-    return tuple(sorted(set(O.REGISTRY) | set(T.TRANSFORMS) | {"call"}))
+    """The names a program may leave out (sorted): ops, transforms, "call" and the options
+    (``strategies.programs.OPTIONS``: explicit_mesh, spmd_axis_name, ...)."""
+    return tuple(sorted(set(O.REGISTRY) | set(T.TRANSFORMS) | {"call"} | set(OPTIONS)))
 
 
 def program_names(program: dict) -> frozenset:
-    """The swarmable names a program uses: its ops, its transform kinds, and "call" if it nests calls."""
-    out: set = set()
+    """The swarmable names a program uses: its ops, its transform kinds, "call" if it nests
+    calls, and the options it uses (as ``fuzz.features.features`` names them)."""
+    out: set = set(features(program)[0] & set(OPTIONS)) if program.get("calls") else set()
 
     def walk(fn: dict) -> None:
         for e in fn["eqns"]:

@@ -1,12 +1,14 @@
 """Swarm testing and the avoidance of known bugs (strategies/swarm.py, fuzz.campaign)."""
 from types import SimpleNamespace
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 import strategies.swarm as S
 from fuzz.campaign import Campaign
 from fuzz.features import features
 from fuzz.typecheck import check_program
+from strategies.programs import OPTIONS, programs
 from helpers import JIT, call, eqn, fn, program, shard_map, vmap
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
@@ -96,3 +98,23 @@ def test_the_campaign_keeps_the_smallest_name_set_per_known_signature():
     off = SimpleNamespace(avoid_known=False, avoid={})
     Campaign._avoid(off, "sig", big)
     assert off.avoid == {}
+
+
+@pytest.mark.parametrize("option", OPTIONS)
+def test_a_disabled_option_is_never_drawn(option):
+    """Each option (an Explicit mesh, spmd_axis_name, capture, ...) can be left out, and shows otherwise."""
+    shown = {}
+    for disabled in (frozenset(), frozenset({option})):
+        count = []
+
+        @settings(max_examples=80, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
+                  database=None)
+        @given(programs(disabled=disabled))
+        def t(p):
+            check_program(p)
+            count.append(option in features(p)[0])
+            assert (option in S.program_names(p)) == count[-1]
+
+        t()
+        shown[bool(disabled)] = sum(count)
+    assert shown[False] > 0 and shown[True] == 0, shown
