@@ -1,4 +1,4 @@
-"""Reductions: ``sum mean max`` over one dim or all (``axis`` null), and ``wsum``.
+"""Reductions: ``sum mean max`` over one dim or all (``axis`` null), ``argmax argmin``, and ``wsum``.
 
 ``wsum`` is a seeded weighted sum of all elements, ``sum(x * weights(seed, x.shape))``
 (fuzz.reference.weights): a random linear functional, so that a grad's cotangent is not
@@ -12,6 +12,14 @@ jax.numpy sums and averages bfloat16 / float16 in float32 and rounds the result 
 (``_upcast_f16_for_computation``, jax/_src/numpy/reductions.py; jaxpr measured on jax
 0.10.2): so does the NumPy reference (:func:`fuzz.ops.base.compute`). NumPy's own sum of
 int32 would widen to int64: the reference asks for int32 (wrapping as XLA does).
+
+``argmax`` / ``argmin`` (``jnp.argmax`` / ``jnp.argmin``) give the int32 index of the first
+occurrence of the extremum along one dim, or in the row-major flattening of the whole value
+(``axis`` null): the first occurrence at ties is documented
+(https://docs.jax.dev/en/latest/_autosummary/jax.numpy.argmax.html) and NumPy's. Inputs are
+multiples of 1/8, so ties are common: a sharded argmax must still return the first index.
+No element, no index: refused over an empty extent. Their results are integers (a zero
+derivative), so they may appear under grad.
 """
 from __future__ import annotations
 
@@ -84,6 +92,39 @@ class Max(Reduce):
     grad_ok = False
 
 
+class ArgReduce(Reduce):
+    """``jnp.<name>(x, axis=axis)``: int32 of ``x``'s shape without dim ``axis`` (rank 0 when ``axis`` is null)."""
+
+    needs_elements = True
+    dtypes = NUMERIC
+
+    def types(self, eqn, args, ctx):
+        (t,) = super().types(eqn, args, ctx)
+        return [Ty(t.shape, t.vma, INT)]
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        K = len(ctx.axes)
+        x = xs[0]
+        if r.xp is np and x.dtype != np.int32:
+            x = x.astype(np.float32)  # (bfloat16 / float16 values are exact in float32)
+        if eqn.get("axis") is None:  # the value's own dims flattened, row-major
+            x = x.reshape(x.shape[:K] + (-1,))
+            axis = K
+        else:
+            axis = K + eqn["axis"]
+        return [getattr(r.xp, self.name)(x, axis=axis).astype(r.xp.int32)]
+
+
+class Argmax(ArgReduce):
+    name = "argmax"
+    feature_names = ("argmax",)
+
+
+class Argmin(ArgReduce):
+    name = "argmin"
+    feature_names = ("argmin",)
+
+
 class WeightedSum(ExprOp):
     name = "wsum"
     family = "reduce"
@@ -115,4 +156,4 @@ class WeightedSum(ExprOp):
         return f"jnp.sum({a[0]} * weights({rr.int(eqn['seed'])}, jnp.shape({a[0]})))"
 
 
-OPS = (Sum(), Mean(), Max(), WeightedSum())
+OPS = (Sum(), Mean(), Max(), Argmax(), Argmin(), WeightedSum())
