@@ -104,6 +104,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=600)
     ap.add_argument("--jax-version", default=None)
     ap.add_argument("--python", default=None)
+    ap.add_argument("--no-avoid", action="store_true", help="switch off avoidance of bugs found earlier in the run")
     args = ap.parse_args()
     python = args.python
     version = args.jax_version or (None if python else RELEASES[args.bug])
@@ -113,7 +114,8 @@ def main() -> None:
         python = interpreter(version, log=lambda s: print(s, file=sys.stderr))
     times = []
     for s in args.seeds:
-        c = Campaign(seconds=args.seconds, seed=s, python=python, shrink_seconds=0, stop_when=KINDS[args.bug])
+        c = Campaign(seconds=args.seconds, seed=s, python=python, shrink_seconds=0, stop_when=KINDS[args.bug],
+                     avoid_known=not args.no_avoid)
         try:
             c.run()
         finally:
