@@ -14,12 +14,12 @@ To add an op: a subclass in its family's module, listed in that module's ``OPS``
 """
 from __future__ import annotations
 
-from fuzz.ops import (callbacks, collectives, custom, elementwise, indices, linalg, movement, reductions, scans,
-                      selection, sharding, slicing)
+from fuzz.ops import (callbacks, collectives, custom, elementwise, gather, indices, linalg, movement, reductions,
+                      scans, selection, sharding, slicing)
 from fuzz.ops.base import Op, ProgramError
 
-MODULES = (elementwise, reductions, linalg, movement, slicing, scans, selection, sharding, indices, collectives,
-           callbacks, custom)
+MODULES = (elementwise, reductions, linalg, movement, slicing, gather, scans, selection, sharding, indices,
+           collectives, callbacks, custom)
 
 REGISTRY: dict = {}
 for _module in MODULES:
