@@ -118,7 +118,8 @@ class Campaign:
                  shrink_seconds: float = 180, on_progress=None, determinism: bool = True,
                  source_hook=None, stop_when=None, findings_path: str | None = None, on_finding=None,
                  corpus_signatures: dict | None = None, run_id: str | None = None, job: int = 0,
-                 swarm: bool = False, avoid_known: bool = True, shrink: bool = True):
+                 swarm: bool = False, avoid_known: bool = True, shrink: bool = True,
+                 disabled: frozenset = frozenset()):
         self.seconds = seconds
         self.shrink = shrink  # False: findings are kept as found (neither shrunk nor reduced)
         self.max_examples = max_examples
@@ -148,6 +149,7 @@ class Campaign:
         self.known_seconds = 0.0
         self.swarm = swarm  # each program leaves out a random half of the grammar (strategies.swarm)
         self.avoid_known = avoid_known
+        self.disabled = frozenset(disabled)  # names no program of the campaign may use (--disable)
         # {known signature: names of the smallest program seen with it}: the generator leaves
         # one of them out now and then (strategies.swarm.swarm_programs)
         self.avoid: dict = {}
@@ -313,7 +315,7 @@ class Campaign:
         return self.max_examples is not None and self.stats.generated >= self.max_examples
 
     def _round(self, index: int) -> None:
-        @given(swarm_programs(self.caps, swarm=self.swarm, avoid=tuple(self.avoid.values())))
+        @given(swarm_programs(self.caps, swarm=self.swarm, avoid=tuple(self.avoid.values()), disabled=self.disabled))
         def shardfuzz_campaign(program):
             self._test(program)
 
@@ -514,7 +516,7 @@ class Campaign:
                       for sig, n in sorted(self.known_hits.items(), key=lambda kv: -kv[1])],
             "known_seconds": round(self.known_seconds, 1),
             "swarm": self.swarm, "avoid_known": self.avoid_known, "shrink": self.shrink,
-            "avoided": len(self.avoid),
+            "disabled": sorted(self.disabled), "avoided": len(self.avoid),
             "reduced": sum(r.reduced for r in self.records.values()),
         }
 

@@ -127,8 +127,11 @@ def _unwritable(directory: str) -> str:
 @click.option("--shrink/--no-shrink", default=True, show_default=True,
               help="Shrink and reduce each new finding; --no-shrink keeps findings as found (to reduce them "
                    "later with `shardfuzz reduce --also-on`).")
+@click.option("--disable", "disabled", multiple=True, metavar="NAME",
+              help="Never draw this op, transform, 'call' or option (explicit_mesh, spmd_axis_name, "
+                   "vmap_axis_name, partial_manual, check_vma_off, capture); repeatable.")
 def run(seconds, max_examples, seed, report_path, python, jax_version, determinism, database, timeout, corpus_dir,
-        fail_on_known, jobs, swarm, avoid_known, shrink):
+        fail_on_known, jobs, swarm, avoid_known, shrink, disabled):
     """Run a fuzzing campaign against JAX on 8 host CPU devices."""
     stop = _Stop()
     from fuzz import parallel
@@ -143,6 +146,12 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
             _fail(f"{name} {value} is not a finite number of seconds; give one such as {name} 600")
     if jax_version and python:
         _fail("give either --python or --jax-version, not both")
+    from strategies.programs import check_disabled
+
+    try:
+        disabled = check_disabled(disabled)
+    except ValueError as e:
+        _fail(f"--disable: {e}")
     if report_path:
         d = os.path.dirname(os.path.abspath(report_path))
         why = "no such directory" if not os.path.isdir(d) else _unwritable(d)
@@ -209,7 +218,7 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
                                 source_hook=hook, findings_path=findings_path,
                                 on_finding=lambda c, rec: announce(rec.finding.signature),
                                 corpus_signatures=corpus_signatures, run_id=run_id, job=0, swarm=swarm,
-                                avoid_known=avoid_known, shrink=shrink)
+                                avoid_known=avoid_known, shrink=shrink, disabled=disabled)
         except WorkerError as e:
             _fail(f"{e} Pass --python with an interpreter that has jax installed.")
         campaign.peers_offset = findings_offset
@@ -234,7 +243,7 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
             console.print(f"shardfuzz: {n_jobs} jobs" + (f" (seeds {', '.join(map(str, seeds))})" if seed is not None
                                                          else ""), markup=False, highlight=False, soft_wrap=True)
             config = {"deadline": time.time() + seconds, "python": python, "database": database or None,
-                      "swarm": swarm, "avoid_known": avoid_known, "shrink": shrink,
+                      "swarm": swarm, "avoid_known": avoid_known, "shrink": shrink, "disabled": sorted(disabled),
                       "timeout": timeout, "determinism": determinism, "findings_path": findings_path,
                       "findings_offset": findings_offset, "corpus_signatures": corpus_signatures, "run_id": run_id}
             children = parallel.Jobs(n_jobs, config, seeds, shares, on_finding=lambda job, sig: announce(sig))

@@ -155,7 +155,7 @@ def _run_job(config: dict, stop, send) -> None:
                         on_finding=lambda c, rec: send({"finding": rec.finding.signature}),
                         corpus_signatures=config["corpus_signatures"], run_id=config["run_id"], job=config["job"],
                         swarm=config.get("swarm", False), avoid_known=config.get("avoid_known", True),
-                        shrink=config.get("shrink", True))
+                        shrink=config.get("shrink", True), disabled=frozenset(config.get("disabled", ())))
     campaign.peers_offset = config["findings_offset"]
     error = trace = ""
     try:
@@ -520,7 +520,7 @@ def merge_reports(results: list, seconds: float, corpus_signatures: dict | None 
         "known": sorted(known.values(), key=lambda k: -k["count"]),
         "known_seconds": total("known_seconds", 1),
         "swarm": first.get("swarm"), "avoid_known": first.get("avoid_known"), "shrink": first.get("shrink"),
-        "avoided": max((rep.get("avoided", 0) for rep in reports), default=0),
+        "disabled": first.get("disabled", []), "avoided": max((rep.get("avoided", 0) for rep in reports), default=0),
         "reduced": sum(bool(f.get("reduced")) for f in findings),
         "jobs": len(results),
         "job_stats": [{"job": r["job"], "seed": r["seed"], "programs": r["report"].get("programs", 0),

@@ -84,17 +84,19 @@ def specific(names, avoid: tuple) -> list:
 
 
 @st.composite
-def swarm_programs(draw, caps: dict = NEWEST_CAPS, swarm: bool = False, avoid: tuple = ()):
+def swarm_programs(draw, caps: dict = NEWEST_CAPS, swarm: bool = False, avoid: tuple = (),
+                   disabled: frozenset = frozenset()):
     """A program of ``strategies.programs.programs`` with some names disabled.
 
     ``swarm``: leave out each swarmable name with probability 1/2 (drawn, so Hypothesis
     shrinks toward leaving nothing out). ``avoid``: name sets of known bugs (from
     :func:`program_names` of the smallest program that showed each); one name is picked
     for each, and each name picked is left out with probability ``AVOID_PROBABILITY``
-    (once, however many bugs picked it). Returns the program
+    (once, however many bugs picked it). ``disabled``: names left out of every program
+    (``shardfuzz run --disable``). Returns the program
     dict (``fuzz/schemas/program.schema.json``); never raises for a valid ``caps``.
     """
-    disabled: set = set()
+    disabled = set(disabled)
     if swarm:
         for name in swarmable():
             if draw(st.booleans()):

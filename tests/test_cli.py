@@ -30,6 +30,17 @@ def test_run_writes_a_report(tmp_path):
     for f in data["findings"]:
         assert {"signature", "oracle", "message", "program"} <= set(f)
     assert "programs in" in r.stderr
+    assert data["disabled"] == []
+
+
+def test_run_disable_leaves_names_out_of_every_program(tmp_path):
+    report = tmp_path / "r.json"
+    r = shardfuzz("run", "--max-examples", "6", "--seed", "3", "--report", str(report), "--database", "",
+                  "--no-determinism", "--disable", "jit", "--disable", "capture", cwd=tmp_path)
+    assert r.returncode in (0, 1), r.stderr
+    data = json.loads(report.read_text())
+    assert data["disabled"] == ["capture", "jit"]
+    assert data["generated"] == 6 and not {"jit", "capture"} & set(data["features"]), data["features"]
 
 
 @pytest.mark.parametrize("args, words", [
@@ -42,6 +53,7 @@ def test_run_writes_a_report(tmp_path):
     (["run", "--time", "inf"], "--time inf is not a finite number of seconds"),
     (["run", "--timeout", "nan"], "--timeout nan is not a finite number of seconds"),
     (["run", "--report", "/proc/version"], "/proc is not a writable directory"),
+    (["run", "--disable", "pmap"], "--disable: cannot disable 'pmap'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
     r = shardfuzz(*args, cwd=tmp_path, timeout=300)
