@@ -1,0 +1,110 @@
+"""Default campaigns side by side: issue 9's changes on and off, or --jobs 2 against --jobs 1.
+
+    python benchmarks/campaigns.py issue9 --seeds 1 2 3 --seconds 600   # with / without, one pair per seed
+    python benchmarks/campaigns.py jobs --seeds 1 --seconds 600         # --jobs 1, then --jobs 2
+
+Each run is ``shardfuzz run --seed S --time T --database '' --report ...`` (the corpus as
+known findings, determinism on) from a ``git archive`` snapshot of HEAD, so that edits to
+the working tree cannot change a long benchmark.
+
+- ``issue9``: *with* is the default campaign; *without* turns off what issue 9 added to the
+  search: avoidance of known bugs (``--no-avoid-known``) and non-uniform derivatives
+  (``--disable wsum --disable vjp --disable jvp --disable linearize``: grads then take plain
+  sums, so their cotangents are all ones). The two runs of a seed go at the same time, each
+  with ``--jobs 1``, so that they share the machine's load.
+- ``jobs``: ``--jobs 1`` and then ``--jobs 2``, one after the other (each wants every core).
+
+Per run: programs, programs/s, distinct signatures (new findings plus corpus entries hit),
+new findings, and the share of the time spent on fresh programs that hit an already
+known signature (``known_seconds / seconds``). Rows go to stdout as JSON lines, then a
+table with the medians per variant.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+WITHOUT_ISSUE9 = ["--no-avoid-known"] + [a for n in ("wsum", "vjp", "jvp", "linearize") for a in ("--disable", n)]
+
+
+def snapshot(dest: Path) -> Path:
+    """HEAD's files in ``dest`` (git archive); returns ``dest``."""
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
+def start(code: Path, work: Path, name: str, seed: int, seconds: float, extra: list) -> tuple:
+    """Start one campaign in ``work/name``; returns (process, report path)."""
+    d = work / name
+    d.mkdir()
+    report = d / "report.json"
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    env.pop("XLA_FLAGS", None)
+    cmd = [sys.executable, "-m", "fuzz", "run", "--seed", str(seed), "--time", str(seconds), "--database", "",
+           "--corpus", str(code / "corpus"), "--report", str(report), *extra]
+    proc = subprocess.Popen(cmd, cwd=d, env=env, stdout=subprocess.DEVNULL, stderr=open(d / "stderr.txt", "w"))
+    return proc, report
+
+
+def row(variant: str, seed: int, report: Path) -> dict:
+    """The figures of one finished run (``error`` when it wrote no report)."""
+    if not report.exists():
+        return {"variant": variant, "seed": seed, "error": f"no report (see {report.parent / 'stderr.txt'})"}
+    r = json.loads(report.read_text())
+    sigs = {f["signature"] for f in r["findings"]} | {k["signature"] for k in r["known"]}
+    return {"variant": variant, "seed": seed, "programs": r["programs"], "seconds": r["seconds"],
+            "programs_per_second": r["programs_per_second"], "distinct_signatures": len(sigs),
+            "new_findings": len(r["findings"]), "known_entries_hit": len(r["known"]),
+            "known_time_share": round(r["known_seconds"] / r["seconds"], 3) if r["seconds"] else None,
+            "jobs": r.get("jobs", 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("comparison", choices=["issue9", "jobs"])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--seconds", type=float, default=600)
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="shardfuzz-campaigns-") as tmp:
+        code = snapshot(Path(tmp) / "code")
+        work = Path(tmp) / "runs"
+        work.mkdir()
+        for seed in args.seeds:
+            if args.comparison == "issue9":
+                runs = [("with", start(code, work, f"with-{seed}", seed, args.seconds, ["--jobs", "1"])),
+                        ("without", start(code, work, f"without-{seed}", seed, args.seconds,
+                                          ["--jobs", "1", *WITHOUT_ISSUE9]))]
+                for _, (proc, _) in runs:
+                    proc.wait()
+            else:
+                runs = []
+                for jobs in (1, 2):
+                    proc, report = start(code, work, f"jobs{jobs}-{seed}", seed, args.seconds, ["--jobs", str(jobs)])
+                    proc.wait()
+                    runs.append((f"jobs {jobs}", (proc, report)))
+            for variant, (_, report) in runs:
+                rows.append(row(variant, seed, report))
+                print(json.dumps(rows[-1]), flush=True)
+    print(f"\n{'variant':10} {'runs':>4} {'programs/s':>10} {'distinct sigs':>13} {'new':>5} {'known time':>10}")
+    for variant in dict.fromkeys(r["variant"] for r in rows):
+        ok = [r for r in rows if r["variant"] == variant and "error" not in r]
+        if not ok:
+            print(f"{variant:10} {0:>4}")
+            continue
+        med = {k: statistics.median(r[k] for r in ok) for k in
+               ("programs_per_second", "distinct_signatures", "new_findings", "known_time_share")}
+        print(f"{variant:10} {len(ok):>4} {med['programs_per_second']:>10.3f} {med['distinct_signatures']:>13} "
+              f"{med['new_findings']:>5} {med['known_time_share']:>10.1%}")
+
+
+if __name__ == "__main__":
+    main()
