@@ -36,6 +36,7 @@ WITHOUT_ISSUE9 = ["--no-avoid-known"] + [a for n in ("wsum", "vjp", "jvp", "line
 
 def snapshot(dest: Path) -> Path:
     """HEAD's files in ``dest`` (git archive); returns ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
     archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     return dest
