@@ -106,6 +106,10 @@ DOCS = {
                    "axis name bound by an enclosing shard_map or vmap"),
     "explicit_mesh": ("Explicit sharding", "https://docs.jax.dev/en/latest/notebooks/explicit-sharding.html",
                       "a mesh with `AxisType.Explicit` axes, used with `jax.set_mesh` and `jax.sharding.reshard`"),
+    "auto_axes": ("Explicit sharding: auto_axes", "https://docs.jax.dev/en/latest/notebooks/explicit-sharding.html",
+                  "`jax.sharding.auto_axes(f, out_sharding=...)` runs f with the mesh's axes in Auto mode (the "
+                  "compiler chooses the shardings inside) and gives its results `out_sharding`; it does not change "
+                  "values"),
     "jit": ("jax.jit", "https://docs.jax.dev/en/latest/_autosummary/jax.jit.html",
             "jit does not change what a function computes"),
     "jit_shardings": ("jax.jit in_shardings / out_shardings", "https://docs.jax.dev/en/latest/_autosummary/jax.jit.html",
@@ -464,7 +468,7 @@ _TITLE_FEATURES = {"io_callback_result": "io_callback with a result", "io_callba
                    "debug_print": "jax.debug.print", "cond": "lax.cond", "fori_loop": "fori_loop",
                    "while_loop": "while_loop", "with_sharding_constraint": "with_sharding_constraint",
                    "bfloat16": "bfloat16", "float16": "float16", "in_shardings": "jit in_shardings",
-                   "out_shardings": "jit out_shardings",
+                   "out_shardings": "jit out_shardings", "auto_axes": "auto_axes",
                    **{f"checkpoint_policy:{p}": f"checkpoint policy {p}" for p in CHECKPOINT_POLICIES if p}}
 
 
@@ -508,7 +512,7 @@ def feature_docs(program: dict) -> list:
     for key in ("jit", "shard_map", "partial_manual", "check_vma_off", "vmap", "vmap_axis_name", "spmd_axis_name",
                 "grad", "value_and_grad", "vjp", "jvp", "linearize", "jacrev", "jacfwd", "checkpoint", "lax_map",
                 "cond", "fori_loop", "while_loop", "custom_vjp", "custom_jvp", "debug_callback",
-                "debug_print", "with_sharding_constraint", "device_put", "explicit_mesh"):
+                "debug_print", "with_sharding_constraint", "device_put", "explicit_mesh", "auto_axes"):
         if key in names:
             keys.append(key)
     if names & {"in_shardings", "out_shardings"}:

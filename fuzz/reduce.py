@@ -434,7 +434,7 @@ class _Index:
         # The input side of each transform, outermost first (fuzz.typecheck.call_types).
         for t in chain:
             inner, args = T.enter(t, ctx, args)
-            if t["kind"] == "shard_map" and ctx.explicit:
+            if T.sealed(t, ctx):
                 env = {}
             ctx = inner
         self._type_fn(inst, path, ctx, args, env)
@@ -529,7 +529,7 @@ def _without_dead_code(program: dict) -> dict | None:
 # ----------------------------------------------------------------------------- chain surgery
 # Transforms whose outputs this module can map to their body's results when one is dropped.
 _MAPPED_OUTPUTS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "checkpoint", "map", "cond", "fori_loop",
-                   "while_loop")
+                   "while_loop", "auto_axes")
 
 
 def _drop_output(chain: list, k: int):
@@ -666,7 +666,7 @@ def _repair_chain(chain, fn, ctx, args, env):
     for t in chain:
         inner, inner_args = T.enter(t, ctx, args)
         levels.append((t, ctx, inner, args))
-        if t["kind"] == "shard_map" and ctx.explicit:
+        if T.sealed(t, ctx):
             env = {}  # as fuzz.typecheck.call_types
         ctx, args = inner, inner_args
     results = _repair_fn(fn, ctx, args, env)

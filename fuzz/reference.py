@@ -12,6 +12,8 @@ enclosing vmap axes) is one array of shape ``(size_1, ..., size_k) + shape``.
 - vmap: the batch dim becomes a named axis; out_axes=None takes index 0 (invariant).
 - map (``jax.lax.map``): the vmap of :func:`fuzz.typecheck.as_vmap` (in_axes 0 or None,
   out_axes 0): each iteration of the loop is one index of an unnamed axis.
+- auto_axes (``jax.sharding.auto_axes``, results resharded to P()): the identity (shardings
+  change where values live, not what they are).
 - checkpoint (``jax.checkpoint``): the identity, whatever the policy (a policy only
   chooses which residuals are saved for the backward pass, not values).
 - collectives: explicit reductions, stacks, rolls and reshapes over the named dims.
@@ -145,7 +147,7 @@ class Reference:
         t, rest = transforms[0], transforms[1:]
         kind = t["kind"]
         inner_ctx, inner_ts = T.enter(t, ctx, ts)
-        if kind in ("jit", "checkpoint"):
+        if kind in ("jit", "checkpoint", "auto_axes"):
             outs, out_ts = self.call(rest, fn, inner_ctx, xs, inner_ts, env)
         elif kind == "shard_map":
             outs, out_ts = self.shard_map(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)

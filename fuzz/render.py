@@ -29,7 +29,8 @@ from fuzz import ops as O
 from fuzz.typecheck import (CHECKPOINT_POLICIES, JACOBIANS, LOOP_MAX, LOOPS, ProgramError, check_identifier,
                              check_program)
 
-NEWEST_CAPS = {"shard_map": "jax", "check_kw": "check_vma", "partial_manual": "axis_names", "explicit": True}
+NEWEST_CAPS = {"shard_map": "jax", "check_kw": "check_vma", "partial_manual": "axis_names", "explicit": True,
+               "auto_axes": True}
 
 # Helpers of the seeded linear functionals (wsum, vjp, jvp), emitted only when used; the
 # same lines in render() and render_repro(). ``weights`` is fuzz.reference.weights.
@@ -99,10 +100,19 @@ _WHILE_SRC = [
     "            return s[0] + 1, tuple(ci + yi for ci, yi in zip(s[1], f(*a)))",
     "        return jax.lax.while_loop(lambda s: s[0] < n, body, (0, tuple(f(*a))))[1]",
     "    return g"]
+# jax.sharding.auto_axes on an Explicit mesh: f sees Auto axes, its results get out_sharding and
+# are then resharded to P(), as every value outside a shard_map on an Explicit mesh is here.
+_AUTO_AXES_SRC = [
+    "def auto_axes_replicated(f, out_specs):  # auto_axes(f, out_sharding=out_specs), results then resharded to P()",
+    "    def g(*a):",
+    "        ys = jax.sharding.auto_axes(lambda *b: tuple(f(*b)), out_sharding=out_specs)(*a)",
+    "        return tuple(jax.sharding.reshard(y, P()) for y in ys)",
+    "    return g"]
 # the helpers _linear_helpers emits, in order: (helper names that need it, its source)
 _HELPER_SOURCES = (({"weights", "vjp", "jvp", "linearize"}, _WEIGHTS_SRC), ({"vjp"}, _VJP_SRC), ({"jvp"}, _JVP_SRC),
                    ({"linearize"}, _LINEARIZE_SRC), ({"lax_map"}, _LAX_MAP_SRC), ({"jac"}, _JAC_SRC),
-                   ({"cond"}, _COND_SRC), ({"fori_loop"}, _FORI_SRC), ({"while_loop"}, _WHILE_SRC))
+                   ({"cond"}, _COND_SRC), ({"fori_loop"}, _FORI_SRC), ({"while_loop"}, _WHILE_SRC),
+                   ({"auto_axes"}, _AUTO_AXES_SRC))
 _HELPERS = frozenset().union(*(names for names, _ in _HELPER_SOURCES))
 
 
@@ -219,6 +229,9 @@ class _Renderer:
                 raise ProgramError(f"{k} takes one argnums entry")
             self.helpers.add("jac")
             return f"tuple_jac(jax.{k}, {f}, argnums={_int(t['argnums'][0])})"
+        if k == "auto_axes":
+            self.helpers.add("auto_axes")
+            return f"auto_axes_replicated({f}, {_tuple_source(spec_source(s) for s in t['out_specs'])})"
         if k == "checkpoint":
             policy = t["policy"]
             if policy is None:

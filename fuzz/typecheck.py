@@ -65,7 +65,12 @@ COLLECTIVES = O.names("collective")
 # Ops whose derivative is a convention (ties): never under grad.
 TIE_OPS = tuple(n for n, op in O.REGISTRY.items() if not op.grad_ok)
 TRANSFORMS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp", "checkpoint", "map", "jacrev",
-              "jacfwd", "cond", "fori_loop", "while_loop", "linearize")
+              "jacfwd", "cond", "fori_loop", "while_loop", "linearize", "auto_axes")
+# A rule of the context inside ``jax.sharding.auto_axes`` (an Explicit mesh's axes made Auto
+# for the body): no shard_map, no sharding annotation (jit shardings, with_sharding_constraint,
+# device_put: they name the program's mesh, whose axis types the body does not have) and no
+# nested auto_axes there. Not modelled rather than guessed.
+AUTO_BODY = "auto_axes_body"
 # Transforms with seeded (co)tangents: typed (and evaluated) as jvp or vjp. linearize is jvp's
 # values through jax.linearize.
 LINEARIZED = ("vjp", "jvp", "linearize")
@@ -136,21 +141,37 @@ def eqn_types(eqn: dict, args: list, ctx: Ctx) -> list:
     known op, argument dtypes, the release gate (``no_op:<name>``), grad and Explicit meshes.
     """
     op = O.get(eqn["op"])
-    if not op.grad_ok:
-        _require(not ctx.in_grad, f"{op.name} {op.no_grad_reason}: not under grad")
-    _require(f"no_op:{op.name}" not in ctx.rules, f"this JAX release has no {op.name} (it came in {op.since})")
-    _require(not (effect_refused(op, ctx) and NO_EFFECTS in ctx.rules),
-             f"{op.name} inside a checkpoint under grad / vjp / jvp "
-             "(\"Effects not supported in partial-eval of `checkpoint`/`remat`\")")
-    _require(not effect_refused(op, ctx), f"{op.name} inside a lax.cond under vmap "
-                                          "(\"IO effect not supported in vmap-of-cond\")")
-    _require(op.explicit_ok or not ctx.explicit or ctx.manual,
-             f"{op.name} on an Explicit mesh outside shard_map (sharding types: not modelled)")
+    why = context_refusal(op, ctx)
+    _require(why is None, why)
     want = op.arg_dtypes(eqn)
     _require(len(want) == len(args), f"{op.name} takes {len(want)} argument(s), not {len(args)}")
     for k, (a, dt) in enumerate(zip(args, want)):
         _require(a.dtype == dt, f"{op.name} argument {k} must be {dt}, not {a.dtype}")
     return list(op.types(eqn, args, ctx))
+
+
+def context_refusal(op, ctx: Ctx) -> str | None:
+    """Why ``op`` (a registry entry) may not appear in ``ctx`` whatever its arguments, or None.
+
+    Grad (ops whose derivative is a convention), the release gate (``no_op:<name>``),
+    auto_axes bodies (no sharding annotation: AUTO_BODY), effects where remat or vmap-of-cond
+    refuse them (:func:`effect_refused`) and Explicit meshes outside shard_map (``explicit_ok``).
+    The generator asks this before drawing an op; :func:`eqn_types` checks it.
+    """
+    if not op.grad_ok and ctx.in_grad:
+        return f"{op.name} {op.no_grad_reason}: not under grad"
+    if f"no_op:{op.name}" in ctx.rules:
+        return f"this JAX release has no {op.name} (it came in {op.since})"
+    if op.family == "sharding" and AUTO_BODY in ctx.rules:
+        return f"{op.name} inside auto_axes is not generated"
+    if effect_refused(op, ctx):
+        if NO_EFFECTS in ctx.rules:
+            return (f"{op.name} inside a checkpoint under grad / vjp / jvp "
+                    "(\"Effects not supported in partial-eval of `checkpoint`/`remat`\")")
+        return f"{op.name} inside a lax.cond under vmap (\"IO effect not supported in vmap-of-cond\")"
+    if not (op.explicit_ok or not ctx.explicit or ctx.manual):
+        return f"{op.name} on an Explicit mesh outside shard_map (sharding types: not modelled)"
+    return None
 
 
 def effect_refused(op, ctx: Ctx) -> bool:
@@ -196,6 +217,13 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         _require(t.get("in_specs") is None or ctx.jit or top,
                  "a jit with in_shardings in an eager function body (its arguments are committed arrays)")
         return replace(ctx, jit=True), list(args)
+    if kind == "auto_axes":
+        # jax.sharding.auto_axes(f, out_sharding=...): f sees the mesh's axes as Auto; its
+        # results get out_sharding and are then resharded to P() (fuzz.render), so that the
+        # values outside stay replicated as every value on an Explicit mesh is here
+        _require("no_auto_axes" not in ctx.rules, "this JAX release has no jax.sharding.auto_axes")
+        _require(ctx.explicit and not ctx.manual, "auto_axes outside an Explicit mesh's top level")
+        return replace(ctx, explicit=False, rules=ctx.rules | {AUTO_BODY}), list(args)
     if kind == "checkpoint":
         _require(t["policy"] in CHECKPOINT_POLICIES, f"unknown checkpoint policy {str(t['policy'])[:40]!r}")
         return (replace(ctx, rules=ctx.rules | {NO_EFFECTS}) if ctx.in_grad else ctx), list(args)
@@ -251,6 +279,7 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         mode = REVERSE if kind == "vjp" else FORWARD_MODE
         return replace(ctx, grad_at=len(ctx.axes), rules=ctx.rules | {mode}), list(args)
     if kind == "shard_map":
+        _require(AUTO_BODY not in ctx.rules, "shard_map inside auto_axes is not generated")
         mesh = ctx.mesh
         names = t["axis_names"] if t["axis_names"] is not None else [a for a in mesh if a not in ctx.manual]
         _require(len(names) > 0, "shard_map with no manual axis")
@@ -324,6 +353,7 @@ def _jit_shardings(t: dict, key: str, types: list, ctx: Ctx) -> None:
         return
     _require(not ctx.manual, "a jit with shardings inside a shard_map body")
     _require(not ctx.explicit, "a jit with shardings on an Explicit mesh")
+    _require(AUTO_BODY not in ctx.rules, "a jit with shardings inside auto_axes")
     _require(isinstance(specs, list) and len(specs) == len(types),
              f"jit {key} and {'arguments' if key == 'in_specs' else 'results'} differ in length")
     for spec, ty in zip(specs, types):
@@ -351,6 +381,11 @@ def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
         _jit_shardings(t, "out_specs", results, outer)
         return list(results)
     if kind in ("checkpoint",) + LOOPS:
+        return list(results)
+    if kind == "auto_axes":
+        _require(len(t["out_specs"]) == len(results), "out_specs and results differ in length")
+        for spec, r in zip(t["out_specs"], results):
+            _check_spec(spec, r.rank, [a for a in outer.mesh if a not in outer.reserved], outer, shape=r.shape)
         return list(results)
     if kind == "map":
         return exit_(as_vmap(t, len(results)), outer, inner, args, results)
@@ -460,6 +495,8 @@ def release_rules(caps: dict | None) -> frozenset:
         rules.add("check_rep")
     if caps.get("explicit") is False:
         rules.add("no_explicit")
+    if not caps.get("auto_axes"):
+        rules.add("no_auto_axes")
     return frozenset(rules)
 
 
@@ -537,6 +574,17 @@ def function_types(fn: dict, ctx: Ctx, params: list, env: dict, on_eqn=None) -> 
         raise ProgramError(f"result {e.args[0]} is not defined") from None
 
 
+def sealed(t: dict, ctx: Ctx) -> bool:
+    """Whether the body under transform ``t`` in ``ctx`` sees only its arguments (no capture).
+
+    On an Explicit mesh: a shard_map ("Closing over inputs to shard_map where the input is
+    sharded on `Explicit` axes is not implemented", jax 0.10) and an auto_axes (a captured
+    array keeps its Explicit mesh inside the Auto body: "context mesh ... should match the
+    aval mesh", ValueError, measured on jax 0.10.2).
+    """
+    return ctx.explicit and t["kind"] in ("shard_map", "auto_axes")
+
+
 def call_types(transforms: list, fn: dict, ctx: Ctx, args: list, env: dict, on_eqn=None) -> list:
     """Types of ``transforms[0](transforms[1](...fn))(*args)``; ProgramError if invalid."""
     if not transforms:
@@ -545,9 +593,7 @@ def call_types(transforms: list, fn: dict, ctx: Ctx, args: list, env: dict, on_e
         return results
     t = transforms[0]
     inner_ctx, inner_args = enter(t, ctx, args)
-    if t["kind"] == "shard_map" and ctx.explicit:
-        # "Closing over inputs to shard_map where the input is sharded on `Explicit` axes
-        # is not implemented" (jax 0.10): such bodies see only their arguments.
+    if sealed(t, ctx):
         env = {}
     results = call_types(transforms[1:], fn, inner_ctx, inner_args, env, on_eqn)
     return exit_(t, ctx, inner_ctx, args, results)

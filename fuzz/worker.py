@@ -123,6 +123,9 @@ def capabilities(jax) -> dict:
     sharding = jax.sharding
     caps["explicit"] = hasattr(sharding, "AxisType") and hasattr(sharding.AxisType, "Explicit") and hasattr(
         sharding, "reshard")
+    # jax.sharding.auto_axes(f, out_sharding=...) (fuzz.render: the auto_axes transform)
+    caps["auto_axes"] = bool(caps["explicit"] and hasattr(sharding, "auto_axes")
+                             and "out_sharding" in inspect.signature(sharding.auto_axes).parameters)
     # jax.pure_callback's batching keyword: ``vmap_method`` (jax 0.4.35 and later) or, before, ``vectorized``
     caps["pure_callback_kw"] = ("vmap_method" if "vmap_method" in inspect.signature(jax.pure_callback).parameters
                                 else "vectorized")

@@ -126,7 +126,7 @@ class _Gen:
                 kinds.append("map")
             free = [a for a in ctx.mesh if a not in ctx.manual]
             nested_ok = not ctx.manual or (self.caps.get("shard_map") == "jax" and not ctx.explicit)
-            if free and nested_ok:  # the mission's core: three entries (the rare kinds share two)
+            if free and nested_ok and T.AUTO_BODY not in ctx.rules:  # the mission's core: three entries (the rare kinds share two)
                 kinds += ["shard_map"] * 3
             # directly under a shard_map a rank-0 result may vary (a gradient with
             # check_vma off): no out_specs could name the axis, so only rank >= 1 there
@@ -142,6 +142,9 @@ class _Gen:
         # entries of a sampled_from: the new kinds come late (measured over 300 derandomized
         # programs: a checkpoint in 67, a map in 42; shard_map 123 -> 98, vmap 90 -> 98)
         kinds.append("checkpoint")
+        # jax.sharding.auto_axes: an Explicit mesh's axes made Auto for the body (fuzz.typecheck.enter)
+        if ctx.explicit and not ctx.manual and "no_auto_axes" not in ctx.rules:
+            kinds.append("auto_axes")
         # the control-flow and Jacobian kinds come after it (shrinking moves away from them), one
         # entry per family: a Jacobian w.r.t. one small float argument (its size bounds the result)
         jac_args = [i for i, a in enumerate(args) if floats[i] and (scalar_ok or a.rank >= 1) and a.size <= JAC_MAX_ARG]
@@ -185,6 +188,8 @@ class _Gen:
             return {"kind": kind, "n": draw(st.integers(0, T.LOOP_MAX))}
         if kind == "jit":
             return self.jit_in(ctx, args)
+        if kind == "auto_axes":
+            return {"kind": "auto_axes", "out_specs": []}  # drawn once the results are known (transform_out)
         if kind == "checkpoint":
             return {"kind": "checkpoint", "policy": draw(st.sampled_from(T.CHECKPOINT_POLICIES))}  # None first
         if kind in ("grad", "value_and_grad"):
@@ -239,7 +244,7 @@ class _Gen:
         """
         draw = self.draw
         t = {"kind": "jit"}
-        if ctx.manual or ctx.explicit:
+        if ctx.manual or ctx.explicit or T.AUTO_BODY in ctx.rules:
             return t
         mode = draw(st.sampled_from([None, None, "out", "in", "in+out"]))
         if mode is None:
@@ -255,7 +260,7 @@ class _Gen:
     def transform_out(self, t: dict, outer: T.Ctx, inner: T.Ctx, results: list) -> None:
         """Fill out_specs / out_axes once the inner results are known."""
         draw = self.draw
-        if t["kind"] == "jit" and t.get("out_specs") == []:
+        if t["kind"] in ("jit", "auto_axes") and t.get("out_specs") == []:
             axes = [a for a in outer.mesh if a not in outer.reserved]
             t["out_specs"] = [draw(partition_specs(r.shape, axes, outer.mesh)) for r in results]
         if t["kind"] == "shard_map":
@@ -297,8 +302,8 @@ class _Gen:
             fn, results = self.function(ctx, args, env, depth, want_scalar=in_grad_chain)
             return [], fn, results
         inner_ctx, inner_args = T.enter(t, ctx, args)
-        if t["kind"] == "shard_map" and ctx.explicit:
-            env = {}  # no capture into shard_map over Explicit axes (see fuzz.typecheck.call_types)
+        if T.sealed(t, ctx):
+            env = {}  # no capture into shard_map or auto_axes on an Explicit mesh (fuzz.typecheck.sealed)
         is_grad = t["kind"] in ("grad", "value_and_grad")
         rest, fn, inner_results = self.chain_call(
             inner_ctx, inner_args, env, depth + (t["kind"] != "jit"), n - 1,
@@ -410,8 +415,7 @@ class _Gen:
                       lambda e: T.eqn_types(e, [scope.visible[a] for a in e["args"]], ctx), MAX_ELEMENTS, MAX_RANK)
         families = {}
         for op in O.REGISTRY.values():
-            if op.name in self.disabled or (ctx.in_grad and not op.grad_ok) or f"no_op:{op.name}" in ctx.rules \
-                    or (ctx.explicit and not ctx.manual and not op.explicit_ok) or T.effect_refused(op, ctx):
+            if op.name in self.disabled or T.context_refusal(op, ctx):
                 continue
             families.setdefault(op.family, []).append(op)
         if depth < self.max_depth and self.nest < self.max_depth and "call" not in self.disabled and scope.floats():

@@ -103,18 +103,21 @@ def test_the_campaign_keeps_the_smallest_name_set_per_known_signature():
 @pytest.mark.parametrize("option", OPTIONS)
 def test_a_disabled_option_is_never_drawn(option):
     """Each option (an Explicit mesh, spmd_axis_name, capture, ...) can be left out, and shows otherwise."""
-    shown = {}
-    for disabled in (frozenset(), frozenset({option})):
-        count = []
 
-        @settings(max_examples=80, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
+    def count(disabled: frozenset, n: int) -> int:
+        seen = []
+
+        @settings(max_examples=n, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck),
                   database=None)
         @given(programs(disabled=disabled))
         def t(p):
             check_program(p)
-            count.append(option in features(p)[0])
-            assert (option in S.program_names(p)) == count[-1]
+            seen.append(option in features(p)[0])
+            assert (option in S.program_names(p)) == seen[-1]
 
         t()
-        shown[bool(disabled)] = sum(count)
-    assert shown[False] > 0 and shown[True] == 0, shown
+        return sum(seen)
+
+    assert count(frozenset({option}), 80) == 0
+    # each count is its own derandomized sequence: a rarer option shows in a longer one
+    assert count(frozenset(), 80) or count(frozenset(), 320), f"{option} never drawn"
