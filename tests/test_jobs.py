@@ -61,7 +61,7 @@ def report(programs, findings_, known=(), **more):
             "programs": programs, "generated": programs - 1, "rejected": 2, "generated_rejected": 1, "invalid": 0,
             "programs_per_second": 1.0, "worker_seconds": 4.25, "reference_seconds": 1.5,
             "features": {"jit": 3, "vmap": 1}, "depth_histogram": {"1": 2, "10": 1}, "findings": list(findings_),
-            "known": list(known), "known_seconds": 2.0, "swarm": False, "avoid_known": True, "shrink": True, "avoided": 0,
+            "known": list(known), "known_seconds": 2.0, "swarm": False, "avoid_known": True, "shrink": True, "disabled": [], "avoided": 0,
             "reduced": 0}
     return {**base, **more}
 
