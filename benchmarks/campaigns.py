@@ -17,13 +17,15 @@ the working tree cannot change a long benchmark.
 Per run: programs, programs/s, distinct signatures (new findings plus corpus entries hit),
 new findings, and the share of the time spent on fresh programs that hit an already
 known signature (``known_seconds / seconds``). Rows go to stdout as JSON lines, then a
-table with the medians per variant.
+table with the medians per variant. ``--keep DIR`` keeps each run's report (its findings)
+and stderr.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -73,6 +75,7 @@ def main() -> None:
     ap.add_argument("comparison", choices=["issue9", "jobs"])
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--seconds", type=float, default=600)
+    ap.add_argument("--keep", default=None, help="Copy each run's directory (report, stderr) here.")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="shardfuzz-campaigns-") as tmp:
@@ -93,6 +96,8 @@ def main() -> None:
                     proc.wait()
                     runs.append((f"jobs {jobs}", (proc, report)))
             for variant, (_, report) in runs:
+                if args.keep:
+                    shutil.copytree(report.parent, Path(args.keep) / report.parent.name, dirs_exist_ok=True)
                 rows.append(row(variant, seed, report))
                 print(json.dumps(rows[-1]), flush=True)
     print(f"\n{'variant':10} {'runs':>4} {'programs/s':>10} {'distinct sigs':>13} {'new':>5} {'known time':>10}")
