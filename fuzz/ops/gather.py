@@ -40,6 +40,10 @@ def fill_value(xp, dtype: str):
 
 
 class Take(ExprOp):
+    """``jnp.take(x, i, axis=axis, mode=mode)``: ``x`` of any value dtype (rank >= 1), ``i`` int32 of
+    rank 0-2; the result has ``x``'s dtype and shape ``x.shape[:axis] + i.shape + x.shape[axis + 1:]``
+    and varies wherever ``x`` or ``i`` does. Semantics of the modes: the module docstring."""
+
     name = "take"
     family = "movement"
     explicit_ok = False

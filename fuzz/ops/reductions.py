@@ -116,11 +116,15 @@ class ArgReduce(Reduce):
 
 
 class Argmax(ArgReduce):
+    """``jnp.argmax``: see :class:`ArgReduce`."""
+
     name = "argmax"
     feature_names = ("argmax",)
 
 
 class Argmin(ArgReduce):
+    """``jnp.argmin``: see :class:`ArgReduce`."""
+
     name = "argmin"
     feature_names = ("argmin",)
 
