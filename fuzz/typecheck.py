@@ -364,9 +364,9 @@ def _check_spec(spec: list, rank: int, names: list, ctx: Ctx, where: str = "manu
                 shape: tuple | None = None) -> None:
     """A PartitionSpec (None or list of axis names per dim) of ``rank`` over axes ``names``; with
     ``shape``, each split divides its dim (an argument's spec; a result's multiplies its dims)."""
-    _require(isinstance(spec, list) and len(spec) == rank, f"spec {spec} does not match rank {rank}")
+    _require(isinstance(spec, list) and len(spec) == rank, f"spec {str(spec)[:60]!r} does not match rank {rank}")
     used = [x for s in spec if s for x in s]
-    _require(len(used) == len(set(used)), f"spec {spec} names an axis twice")
+    _require(len(used) == len(set(used)), f"spec {str(spec)[:60]!r} names an axis twice")
     for x in used:
         _require(x in names, f"spec axis {x!r} is not {where}")
         _require(x not in ctx.reserved, f"spec axis {x!r} is taken by an enclosing spmd_axis_name")
@@ -385,7 +385,8 @@ def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
     if kind == "auto_axes":
         _require(len(t["out_specs"]) == len(results), "out_specs and results differ in length")
         for spec, r in zip(t["out_specs"], results):
-            _check_spec(spec, r.rank, [a for a in outer.mesh if a not in outer.reserved], outer, shape=r.shape)
+            _check_spec(spec, r.rank, [a for a in outer.mesh if a not in outer.reserved], outer, "a mesh axis",
+                        shape=r.shape)
         return list(results)
     if kind == "map":
         return exit_(as_vmap(t, len(results)), outer, inner, args, results)

@@ -56,6 +56,8 @@ def test_auto_axes_typing():
     assert T.exit_(t, explicit, inner, args, [T.Ty((8,))]) == [T.Ty((8,))]
     with pytest.raises(T.ProgramError, match="divisible"):
         T.exit_(auto([["y"]]), explicit, inner, args, [T.Ty((2,))])
+    with pytest.raises(T.ProgramError, match="'z' is not a mesh axis"):
+        T.exit_(auto([["z"]]), explicit, inner, args, [T.Ty((8,))])
     with pytest.raises(T.ProgramError, match="Explicit"):  # an Auto mesh
         T.enter(t, T.Ctx(mesh={"x": 2}), [T.Ty((8,))])
     with pytest.raises(T.ProgramError, match="shard_map inside auto_axes"):
