@@ -351,13 +351,24 @@ def _jit_shardings(t: dict, key: str, types: list, ctx: Ctx) -> None:
     specs = t.get(key)
     if specs is None:
         return
-    _require(not ctx.manual, "a jit with shardings inside a shard_map body")
-    _require(not ctx.explicit, "a jit with shardings on an Explicit mesh")
-    _require(AUTO_BODY not in ctx.rules, "a jit with shardings inside auto_axes")
+    why = shardings_refusal(ctx)
+    _require(why is None, why)
     _require(isinstance(specs, list) and len(specs) == len(types),
              f"jit {key} and {'arguments' if key == 'in_specs' else 'results'} differ in length")
     for spec, ty in zip(specs, types):
         _check_spec(spec, ty.rank, list(ctx.mesh), ctx, "a mesh axis", shape=ty.shape)
+
+
+def shardings_refusal(ctx: Ctx) -> str | None:
+    """Why a jit in ``ctx`` may not carry in_shardings / out_shardings, or None (the generator
+    asks this before drawing them; :func:`_jit_shardings` checks it)."""
+    if ctx.manual:
+        return "a jit with shardings inside a shard_map body"
+    if ctx.explicit:
+        return "a jit with shardings on an Explicit mesh"
+    if AUTO_BODY in ctx.rules:
+        return "a jit with shardings inside auto_axes"
+    return None
 
 
 def _check_spec(spec: list, rank: int, names: list, ctx: Ctx, where: str = "manual in this shard_map",

@@ -244,7 +244,7 @@ class _Gen:
         """
         draw = self.draw
         t = {"kind": "jit"}
-        if ctx.manual or ctx.explicit or T.AUTO_BODY in ctx.rules:
+        if T.shardings_refusal(ctx):
             return t
         mode = draw(st.sampled_from([None, None, "out", "in", "in+out"]))
         if mode is None:

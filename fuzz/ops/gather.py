@@ -30,7 +30,7 @@ MODES = ("clip", "wrap", "fill")
 MAX_INDEX_RANK = 2
 
 
-def fill_value(xp, dtype: str):
+def fill_value(dtype: str):
     """``jnp.take``'s default fill value for ``dtype``: NaN, the smallest int32, or True."""
     if dtype in FLOATS:
         return float("nan")
@@ -123,7 +123,7 @@ class Take(ExprOp):
         got = xp.transpose(got, order)
         if valid is not None:
             v = valid.reshape(named + (1,) * nb + ishape + (1,) * (got.ndim - K - nb - ni))
-            fill = xp.asarray(fill_value(xp, ts[0].dtype), dtype=got.dtype)
+            fill = xp.asarray(fill_value(ts[0].dtype), dtype=got.dtype)
             got = xp.where(v, got, fill)
         return [got]
 
