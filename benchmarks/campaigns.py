@@ -33,14 +33,16 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+from seeded import extract  # noqa: E402
 WITHOUT_ISSUE9 = ["--no-avoid-known"] + [a for n in ("wsum", "vjp", "jvp", "linearize") for a in ("--disable", n)]
 
 
 def snapshot(dest: Path) -> Path:
-    """HEAD's files in ``dest`` (git archive); returns ``dest``."""
+    """HEAD's files in ``dest`` (seeded.extract: git archive); returns ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    if not extract("HEAD", str(dest)):
+        raise SystemExit("campaigns.py: git archive HEAD failed")
     return dest
 
 

@@ -637,6 +637,14 @@ def print_table(lines: list) -> None:
               f"{s['caused_other_findings']:>6d} {s['exposure'] or '-':>10s} {s['shown'] or '-':>6s}")
 
 
+def extract(sha: str, dest: str) -> bool:
+    """The files of commit ``sha`` of this repository in directory ``dest`` (``git archive``); False on failure."""
+    archive = subprocess.Popen(["git", "-C", str(ROOT), "archive", sha], stdout=subprocess.PIPE)
+    subprocess.run(["tar", "-x", "-C", dest], stdin=archive.stdout, check=True)
+    archive.stdout.close()
+    return archive.wait() == 0
+
+
 def rerun_from_snapshot(rev: str, out: str | None) -> int:
     """Run this benchmark again from ``git archive <rev>`` of the repository in a temporary directory.
 
@@ -653,10 +661,7 @@ def rerun_from_snapshot(rev: str, out: str | None) -> int:
     sha = got.stdout.strip()
     code = tempfile.mkdtemp(prefix="seeded-code-")
     try:
-        archive = subprocess.Popen(["git", "-C", str(ROOT), "archive", sha], stdout=subprocess.PIPE)
-        subprocess.run(["tar", "-x", "-C", code], stdin=archive.stdout, check=True)
-        archive.stdout.close()
-        if archive.wait() != 0:
+        if not extract(sha, code):
             print(f"seeded.py: git archive {sha} failed", file=sys.stderr)
             return 2
         script = os.path.join(code, "benchmarks", "seeded.py")
