@@ -31,6 +31,9 @@ program that showed it, never on hand-written programs:
   environment's JAX, except A: 0.4.38 and B: 0.4.28).
 
 Prints one JSON line per seed (seconds to the find, or null after --seconds) and a summary.
+``--need K`` runs the seeds in order and stops once the verdict "found on at least K of
+them" is settled (K finds, or too many misses for K), so a 2-of-3 check costs two
+campaigns when the first two agree; the seeds left out are listed as ``skipped``.
 """
 from __future__ import annotations
 
@@ -104,6 +107,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=600)
     ap.add_argument("--jax-version", default=None)
     ap.add_argument("--python", default=None)
+    ap.add_argument("--need", type=int, default=None, metavar="K",
+                    help="stop once 'found on at least K seeds' is settled (default: run every seed)")
     ap.add_argument("--no-avoid", action="store_true", help="switch off avoidance of bugs found earlier in the run")
     args = ap.parse_args()
     python = args.python
@@ -113,7 +118,12 @@ def main() -> None:
 
         python = interpreter(version, log=lambda s: print(s, file=sys.stderr))
     times = []
-    for s in args.seeds:
+    for i, s in enumerate(args.seeds):
+        if args.need is not None:
+            hits = sum(t is not None for t in times)
+            if hits >= args.need or hits + len(args.seeds) - i < args.need:
+                print(json.dumps({"bug": args.bug, "skipped": args.seeds[i:]}), flush=True)
+                break
         c = Campaign(seconds=args.seconds, seed=s, python=python, shrink_seconds=0, stop_when=KINDS[args.bug],
                      avoid_known=not args.no_avoid)
         try:
@@ -127,7 +137,7 @@ def main() -> None:
         times.append(row["seconds_to_find"])
         print(json.dumps(row), flush=True)
     found = [t for t in times if t is not None]
-    print(json.dumps({"bug": args.bug, "found": f"{len(found)}/{len(times)}",
+    print(json.dumps({"bug": args.bug, "found": f"{len(found)}/{len(times)}", "seeds": len(args.seeds),
                       "median_seconds": statistics.median(found) if found else None}))
 
 
