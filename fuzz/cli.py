@@ -259,6 +259,10 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
                                            announced, corpus_signatures)
     report["jobs"] = n_jobs
     report["interrupted"] = stop.name
+    from oracles.common import resembling
+
+    for f in report["findings"]:
+        f["resembles"] = resembling(f["signature"], corpus_signatures or {})
     if report_path:
         _write_report(report, report_path, state_dir, console)
     _summary(report, console)
@@ -434,6 +438,10 @@ def _summary(report: dict, console) -> None:
     for i, f in enumerate(report["findings"], 1):
         console.rule(f"finding {i}: {f['signature'][:100]}")
         console.print(Syntax(_short_source(f["source"]), "python", line_numbers=False))
+        if f.get("resembles"):
+            console.print(f"may be a face of {', '.join(f['resembles'])} (same oracle and kind, a subset of these "
+                          f"features); if so: shardfuzz save REPORT --finding {i} --face-of corpus/"
+                          f"{f['resembles'][0]} --triage WHY", markup=False, highlight=False, soft_wrap=True)
         if f["details"]:
             console.print(f["details"][-800:], markup=False, highlight=False)
 

@@ -122,6 +122,29 @@ def value_signature(oracle: str, kind: str, program: dict, calls: list) -> str:
     return f"{oracle}: {kind}: {'+'.join(sorted(used - {'multi_call'})) or 'plain'}"
 
 
+def resembling(signature: str, known: dict) -> list:
+    """Known value findings that a new value finding may be a face of: sorted entry names.
+
+    ``signature``: a new finding's signature; ``known``: {signature: corpus entry file
+    name} (:func:`fuzz.program.known_signatures`). A value signature (:func:`value_signature`)
+    names what the failing calls use; a known one of the same oracle and kind whose
+    features are all among the new one's may be the same bug reached through other ops
+    (one wrong shape from all_to_all shows through ``.at[].add`` in one program and through
+    ``take`` in the next). Only a hint for the person triaging: the finding stays new
+    until ``shardfuzz save --face-of`` says otherwise. Other oracles: always ``[]``.
+    """
+    def split(sig):
+        oracle, _, rest = sig.partition(": ")
+        kind, _, feats = rest.partition(": ")
+        return oracle, kind, set(feats.split("+"))
+
+    oracle, kind, feats = split(signature)
+    if oracle not in LABELLED:
+        return []
+    return sorted({name for sig, name in known.items()
+                   if split(sig)[:2] == (oracle, kind) and split(sig)[2] <= feats})
+
+
 # Value oracles: their signature names what the failing calls use (value_signature), which
 # reduction shrinks, so for them "the same finding" is the same oracle and kind.
 LABELLED = ("differential", "callbacks", "metamorphic")

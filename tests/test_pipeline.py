@@ -111,3 +111,17 @@ def test_a_known_wrong_value_inside_a_larger_program_is_known_once_reduced():
         runner.close()
     assert f.signature not in KNOWN
     assert known_once_reduced(p, f)
+
+
+def test_a_value_finding_with_a_known_entrys_features_and_more_may_be_its_face():
+    """oracles.common.resembling: same oracle and kind, the known features a subset; nothing else."""
+    from oracles.common import resembling
+
+    name = "differential-83bfe5218ca5.json"
+    [sig] = [s for s, n in KNOWN.items() if n == name and s.startswith("differential: ")]
+    oracle_kind, feats = sig.rsplit(": ", 1)
+    assert resembling(f"{oracle_kind}: {feats}+take", KNOWN) == [name]
+    assert name not in resembling(f"{oracle_kind}: {feats.split('+', 1)[-1]}", KNOWN)  # one feature fewer
+    other_kind = "wrong-value" if "wrong-shape" in oracle_kind else "wrong-shape"
+    assert name not in resembling(f"differential: {other_kind}: {feats}+take", KNOWN)
+    assert resembling(f"internal-error: ValueError: {feats}", KNOWN) == []
