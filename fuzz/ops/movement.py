@@ -1,11 +1,14 @@
 """Data movement: ``broadcast`` (a new leading dim of ``size`` copies), ``roll``, ``pad``, ``concatenate``, ``reshape``,
-``split``.
+``split``, ``insert``.
 
 Semantics (JAX docs): ``jnp.roll(x, shift, axis)`` as NumPy (any shift, taken modulo the
 dim); ``pad`` on one dim with ``lo`` / ``hi`` zeros before / after and ``interior`` zeros
 between elements, negative ``lo`` / ``hi`` cropping (``lax.pad``: "negative padding
 removes elements"; rendered as ``jnp.pad`` when nothing is negative or interior);
-``jnp.concatenate([a, b], axis)``; ``jnp.split(x, 2, axis)`` (two outputs, the halves of an
+``jnp.concatenate([a, b], axis)``; ``jnp.insert(x, index, v, axis)`` with a static
+``index`` (``jax/_src/numpy/lax_numpy.py``, the same from 0.4.26 to 0.10.2: a negative
+index counts from the end, then it is clipped to ``[0, n]``, where NumPy would raise);
+``jnp.split(x, 2, axis)`` (two outputs, the halves of an
 even dim). Each is linear in its float operands (differentiable
 under grad) and varies wherever an operand does.
 """
@@ -265,4 +268,65 @@ class Split(Op):
         return [f"{ind}{outs[0]}, {outs[1]} = jnp.split({args[0]}, 2, axis={rr.int(eqn['axis'])})"]
 
 
-OPS = (Broadcast(), Roll(), Pad(), Concatenate(), Reshape(), Split())
+class Insert(ExprOp):
+    """``jnp.insert(x, index, v, axis=axis)``: one new slice ``v`` before position ``index`` of dim ``axis``.
+
+    ``x``: float32 of rank >= 1, dim ``axis`` of size n; ``v``: float32 of x's shape
+    without dim ``axis``, or a scalar (the new slice filled with it); result: x's shape
+    with n + 1 at ``axis``. ``index`` is static and may be out of range: JAX adds n to a
+    negative one and clips to ``[0, n]`` (module docstring).
+    """
+
+    name = "insert"
+    family = "movement"
+    explicit_ok = False
+    n_args = 2
+    params = {"axis": DIM, "index": int_schema(-64, 64)}
+    feature_names = ("insert",)
+
+    @staticmethod
+    def slice_shape(shape: tuple, d: int) -> tuple:
+        return shape[:d] + shape[d + 1:]
+
+    def types(self, eqn, args, ctx):
+        a, v = args
+        d = eqn["axis"]
+        require(0 <= d < a.rank, f"insert axis {d} out of range for rank {a.rank}")
+        require(v.rank == 0 or v.shape == self.slice_shape(a.shape, d),
+                f"insert of a {v.shape} slice into {a.shape} along {d}")
+        return [Ty(a.shape[:d] + (a.shape[d] + 1,) + a.shape[d + 1:], a.vma | v.vma)]
+
+    def draw(self, draw, ctx, scope):
+        vis = scope.visible
+        xs = scope.floats(min_rank=1)
+        if not xs:
+            return None
+        a = draw(st.sampled_from(xs))
+        d = draw(st.integers(0, vis[a].rank - 1))
+        slices = [v for v in scope.floats() if vis[v].rank == 0 or vis[v].shape == self.slice_shape(vis[a].shape, d)]
+        if not slices:
+            return None
+        n = vis[a].shape[d]
+        return {"op": self.name, "args": [a, draw(st.sampled_from(slices))], "outs": [scope.new_var()], "axis": d,
+                "index": draw(st.integers(0, n) | st.integers(-n - 2, n + 2))}
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        xp = r.xp
+        x, v = xs
+        K = len(ctx.axes)
+        pos = K + eqn["axis"]
+        n = x.shape[pos]
+        i = eqn["index"] + n if eqn["index"] < 0 else eqn["index"]
+        i = min(max(i, 0), n)
+        if v.ndim == K:  # a scalar per example: the whole slice
+            v = v.reshape(v.shape + (1,) * (x.ndim - K))
+        v = xp.broadcast_to(xp.expand_dims(v, pos) if v.ndim < x.ndim else v,
+                            x.shape[:pos] + (1,) + x.shape[pos + 1:])
+        head, tail = (slice(None),) * pos + (slice(0, i),), (slice(None),) * pos + (slice(i, n),)
+        return [xp.concatenate([x[head], v, x[tail]], axis=pos)]
+
+    def expr(self, rr, eqn, a, ctx):
+        return f"jnp.insert({a[0]}, {rr.int(eqn['index'])}, {a[1]}, axis={rr.int(eqn['axis'])})"
+
+
+OPS = (Broadcast(), Roll(), Pad(), Concatenate(), Reshape(), Split(), Insert())
