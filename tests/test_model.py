@@ -403,3 +403,32 @@ def test_shard_map_stays_among_the_most_drawn_transforms():
               "while_loop", "jacrev", "jacfwd", "linearize")
     assert seen["shard_map"] >= 0.25 * seen["programs"], seen
     assert sum(seen[k] > seen["shard_map"] for k in others) <= 1, seen
+
+
+def test_an_update_may_be_a_shifted_window_of_its_operand():
+    """x.at[a:b].set(x[c:d]) (fuzz/ops/slicing.py At.draw): drawn, and the window is another one."""
+    from hypothesis import HealthCheck
+    from fuzz import ops as O
+
+    seen = []
+
+    @settings(max_examples=300, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+    @given(programs(disabled=frozenset(O.REGISTRY) - {"at_set", "slice", "sin"}, max_calls=1))
+    def collect(p):
+        def walk(f):
+            made = {}
+            for e in f["eqns"]:
+                if e["op"] == "call":
+                    walk(e["fn"])
+                if e["op"] == "slice":
+                    made[e["outs"][0]] = e
+                if e["op"] == "at_set" and isinstance(e["index"], list) and e["args"][1] in made:
+                    view = made[e["args"][1]]
+                    if view["args"][0] == e["args"][0]:
+                        seen.append((e["index"], view["start"], view["stop"]))
+        for f in p["functions"].values():
+            walk(f)
+
+    collect()
+    shifted = [w for w in seen if 0 <= w[1] < w[2]]  # (the draw's windows: not empty, counted from 0)
+    assert len(shifted) >= 3, f"{len(shifted)} at_set(s) took a window of their own operand in 300 programs"

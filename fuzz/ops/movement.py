@@ -60,7 +60,7 @@ class Roll(AlongAxis):
         e = self.draw_along(draw, scope)
         if e is not None:
             n = scope.visible[e["args"][0]].shape[e["axis"]]
-            e["shift"] = draw(st.integers(-2 * n - 1, 2 * n + 1))
+            e["shift"] = draw(st.integers(max(-2 * n - 1, -64), min(2 * n + 1, 64)))  # (the schema's bounds)
         return e
 
     def reference(self, r, eqn, xs, ts, ctx):
@@ -99,8 +99,8 @@ class Pad(ExprOp):
         shape = scope.visible[a].shape
         d = draw(st.integers(0, len(shape) - 1))
         n = shape[d]
-        lo = draw(st.integers(-n, 3))
-        hi = draw(st.integers(-n, 3))
+        lo = draw(st.integers(max(-n, -64), 3))  # (the schema's bounds)
+        hi = draw(st.integers(max(-n, -64), 3))
         interior = draw(st.sampled_from([0, 0, 1, 2]))
         e = {"op": self.name, "args": [a], "outs": [scope.new_var()], "axis": d, "lo": lo, "hi": hi,
              "interior": interior}
@@ -308,7 +308,7 @@ class Insert(ExprOp):
             return None
         n = vis[a].shape[d]
         return {"op": self.name, "args": [a, draw(st.sampled_from(slices))], "outs": [scope.new_var()], "axis": d,
-                "index": draw(st.integers(0, n) | st.integers(-n - 2, n + 2))}
+                "index": draw(st.integers(0, min(n, 64)) | st.integers(max(-n - 2, -64), min(n + 2, 64)))}
 
     def reference(self, r, eqn, xs, ts, ctx):
         xp = r.xp

@@ -108,8 +108,9 @@ class Slice(ExprOp):
         shape = scope.visible[a].shape
         d = draw(st.integers(0, len(shape) - 1))
         n = shape[d]
-        start = draw(st.integers(-n - 1, n + 1))  # 0 first
-        stop = draw(st.sampled_from([n] + [v for v in range(-n - 1, n + 2) if v != n]))  # the whole dim first
+        start = draw(st.integers(max(-n - 1, -64), min(n + 1, 64)))  # 0 first; BOUND's limits
+        stop = draw(st.sampled_from([min(n, 64)] + [v for v in range(max(-n - 1, -64), min(n + 2, 65))
+                                                    if v != min(n, 64)]))  # the whole dim first
         return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axis": d, "start": start, "stop": stop}
 
     def reference(self, r, eqn, xs, ts, ctx):
@@ -229,7 +230,7 @@ class At(ExprOp):
     n_args = frozenset({2, 3})
     params = {"index": {"oneOf": [{"type": "null"}, BOUND,
                                   {"type": "array", "items": OPTIONAL_BOUND, "minItems": 2, "maxItems": 2}]}}
-    preludes = ("index",)
+    preludes = ("index", "slice")
     method = ""
 
     def arg_dtypes(self, eqn):
@@ -266,10 +267,10 @@ class At(ExprOp):
         kind = draw(st.sampled_from(["static", "traced", "slice"]))
         prelude, extra = [], []
         if kind == "static":
-            idx = draw(st.integers(-n - 2, n + 1))
+            idx = draw(st.integers(max(-n - 2, -64), min(n + 1, 64)))  # (BOUND's limits)
         elif kind == "slice":
-            lo = draw(st.sampled_from([None] + list(range(-n - 1, n + 2))))
-            hi = draw(st.sampled_from([None] + list(range(-n - 1, n + 2))))
+            lo = draw(st.sampled_from([None] + list(range(max(-n - 1, -64), min(n + 2, 65)))))
+            hi = draw(st.sampled_from([None] + list(range(max(-n - 1, -64), min(n + 2, 65)))))
             idx = [lo, hi]
         else:
             got = start_index(draw, ctx, scope)
@@ -282,6 +283,13 @@ class At(ExprOp):
         want = self.target(e, vis[a])
         us = [u for u in scope.floats() if vis[u].rank <= len(want) and _fits(vis[u].shape, want)]
         u = draw(st.sampled_from(us)) if us else None
+        if kind == "slice" and "slice" not in scope.disabled and 0 < want[0] < n and draw(st.booleans()):
+            # the update a shifted window of the operand itself, x.at[a:b].set(x[c:d]): the
+            # idiom of shift registers, rolling buffers and caches
+            start, m = python_slice(n, *idx)
+            s = draw(st.sampled_from([k for k in range(n - m + 1) if k != start]))
+            view = {"op": "slice", "args": [a], "outs": [scope.new_var()], "axis": 0, "start": s, "stop": s + m}
+            prelude, u = prelude + [view], view["outs"][0]
         if u is None:
             return None
         e["args"] = [a, u] + extra
