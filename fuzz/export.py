@@ -122,6 +122,9 @@ DOCS = {
     "lax_map": ("jax.lax.map", "https://docs.jax.dev/en/latest/_autosummary/jax.lax.map.html",
                 "`lax.map(f, xs)` applies f to each slice of xs along its leading axis and stacks the results "
                 "along the leading axis, like vmap, as a loop (a scan)"),
+    "scan": ("jax.lax.scan", "https://docs.jax.dev/en/latest/_autosummary/jax.lax.scan.html",
+             "`lax.scan(f, init, xs)` loops f over the leading axis of xs, threading the carry from one step "
+             "to the next, and stacks the per-step outputs along the leading axis"),
     "vjp": ("jax.vjp", "https://docs.jax.dev/en/latest/_autosummary/jax.vjp.html",
             "`jax.vjp(f, *primals)` returns f's outputs and the pullback, the transposed linear map of the "
             "derivative applied to cotangents"),
@@ -452,8 +455,8 @@ def _label(program: dict, k: int | None) -> str:
             expr = f"shard_map({inner}, axis_names={set(t['axis_names'])!r})"
         elif t["kind"] == "checkpoint" and t.get("policy") is not None:
             expr = f"checkpoint({inner}, policy={t['policy']})"
-        elif t["kind"] == "map":
-            expr = f"lax.map({inner})"
+        elif t["kind"] in ("map", "scan"):
+            expr = f"lax.{t['kind']}({inner})"
         else:
             expr = f"{t['kind']}({inner})"
     return expr
@@ -463,7 +466,7 @@ _TITLE_FEATURES = {"io_callback_result": "io_callback with a result", "io_callba
                    "io_callback_unordered": "io_callback", "spmd_axis_name": "spmd_axis_name",
                    "partial_manual": "partial-manual shard_map", "check_vma_off": "check_vma=False",
                    "capture": "closure", "explicit_mesh": "Explicit mesh", **{c: c for c in _COLLECTIVES},
-                   "checkpoint": "jax.checkpoint", "lax_map": "lax.map", "custom_vjp": "custom_vjp",
+                   "checkpoint": "jax.checkpoint", "lax_map": "lax.map", "scan": "lax.scan", "custom_vjp": "custom_vjp",
                    "custom_jvp": "custom_jvp", "debug_callback": "jax.debug.callback",
                    "debug_print": "jax.debug.print", "cond": "lax.cond", "fori_loop": "fori_loop",
                    "while_loop": "while_loop", "with_sharding_constraint": "with_sharding_constraint",
@@ -511,7 +514,7 @@ def feature_docs(program: dict) -> list:
     keys = []
     for key in ("jit", "shard_map", "partial_manual", "check_vma_off", "vmap", "vmap_axis_name", "spmd_axis_name",
                 "grad", "value_and_grad", "vjp", "jvp", "linearize", "jacrev", "jacfwd", "checkpoint", "lax_map",
-                "cond", "fori_loop", "while_loop", "custom_vjp", "custom_jvp", "debug_callback",
+                "scan", "cond", "fori_loop", "while_loop", "custom_vjp", "custom_jvp", "debug_callback",
                 "debug_print", "with_sharding_constraint", "device_put", "explicit_mesh", "auto_axes"):
         if key in names:
             keys.append(key)

@@ -34,6 +34,8 @@ def _walk_chain(transforms: list, fn: dict, outer: set, out: set, depth: int) ->
                 out.add("spmd_axis_name")
             if t["axis_name"]:
                 out.add("vmap_axis_name")
+        if t["kind"] == "scan" and any(k is not None for k in t["carry"]):
+            out.add("scan_carry")
         if t["kind"] == "jit":
             out.update(name for key, name in (("in_specs", "in_shardings"), ("out_specs", "out_shardings"))
                        if t.get(key) is not None)
@@ -49,8 +51,8 @@ def features(program: dict) -> tuple:
     """(set of feature names, nesting depth) of a program.
 
     Names: transform kinds (jit, shard_map, vmap, grad, value_and_grad, vjp, jvp,
-    checkpoint, jacrev, jacfwd, cond, fori_loop, while_loop, linearize, and lax_map for a
-    ``map``: JAX's names), checkpoint_policy:<name> (a checkpoint's policy,
+    checkpoint, jacrev, jacfwd, cond, fori_loop, while_loop, linearize, scan, and lax_map for a
+    ``map``: JAX's names), scan_carry (a scan whose carry is not empty), checkpoint_policy:<name> (a checkpoint's policy,
     ``jax.checkpoint_policies.<name>``), in_shardings / out_shardings (a jit's),
     spmd_axis_name, vmap_axis_name, check_vma_off,
     partial_manual, capture (a function reads a variable of an enclosing

@@ -60,8 +60,8 @@ addressed by a path of JSON keys from the program's root):
 7. ``shapes``: input dims to 1 or by half, drop a dim (and its spec entries).
 8. ``params``: equation booleans to False, integers toward 0, lists lose an element;
    check_vma to True; axis_names, axis_name, spmd_axis_name, a checkpoint's policy,
-   spec entries, in_axes / out_axes to null (or 0); a loop's trip count toward 0; input spec to null, seed to 0;
-   mesh axis_type to auto.
+   spec entries, in_axes / out_axes to null (or 0), a scan's carry entries to null; a
+   loop's trip count toward 0; input spec to null, seed to 0; mesh axis_type to auto.
 
 After the fixed point, names are made canonical (:func:`canonical`) if the predicate
 still holds. Every candidate is first *repaired*: a step that changes a value's rank
@@ -529,7 +529,7 @@ def _without_dead_code(program: dict) -> dict | None:
 # ----------------------------------------------------------------------------- chain surgery
 # Transforms whose outputs this module can map to their body's results when one is dropped.
 _MAPPED_OUTPUTS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "checkpoint", "map", "cond", "fori_loop",
-                   "while_loop", "auto_axes")
+                   "while_loop", "auto_axes", "scan")
 
 
 def _drop_output(chain: list, k: int):
@@ -558,6 +558,8 @@ def _drop_output(chain: list, k: int):
                 if k >= len(t[key]):
                     return None
                 del t[key][k]
+        if t.get("carry") is not None:  # a scan: the argument that carried result k is carried no more
+            t["carry"] = [None if c is None or c == k else c - (c > k) for c in t["carry"]]
     return chain, k
 
 
@@ -565,7 +567,7 @@ def _drop_arg(chain: list, k: int):
     """``chain`` without argument ``k`` (in_specs / in_axes entries, argnums renumbered), or None."""
     chain = _copy(chain)
     for t in chain:
-        for key in ("in_specs", "in_axes"):
+        for key in ("in_specs", "in_axes", "carry"):
             if t.get(key) is not None:
                 if k >= len(t[key]):
                     return None
@@ -1291,6 +1293,9 @@ def _pass_params(ix: _Index, call, start):
                     if ax > 0:
                         makes.append(setter(tp + (key,), s, 0))
                     makes.append(setter(tp + (key,), s, None))
+            for s, c in enumerate(t.get("carry") or []):  # a scan's carried argument closed over instead
+                if c is not None:
+                    makes.append(setter(tp + ("carry",), s, None))
     for k, inp in enumerate(ix.p["inputs"]):
         if inp["spec"] is not None:
             makes.append(setter(("inputs", k), "spec", None))

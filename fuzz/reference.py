@@ -12,6 +12,9 @@ enclosing vmap axes) is one array of shape ``(size_1, ..., size_k) + shape``.
 - vmap: the batch dim becomes a named axis; out_axes=None takes index 0 (invariant).
 - map (``jax.lax.map``): the vmap of :func:`fuzz.typecheck.as_vmap` (in_axes 0 or None,
   out_axes 0): each iteration of the loop is one index of an unnamed axis.
+- scan (``jax.lax.scan``): f applied step by step to the slices of the scanned arguments
+  (dim 0 of each, after the named dims), a carried argument replaced by f's result named
+  by its ``carry`` entry after each step; the results stacked along a new dim 0.
 - auto_axes (``jax.sharding.auto_axes``, results resharded to P()): the identity (shardings
   change where values live, not what they are).
 - checkpoint (``jax.checkpoint``): the identity, whatever the policy (a policy only
@@ -153,6 +156,8 @@ class Reference:
             outs, out_ts = self.shard_map(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
         elif kind in ("vmap", "map"):
             outs, out_ts = self.vmap(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
+        elif kind == "scan":
+            outs, out_ts = self.scan(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
         elif kind in T.LINEARIZED:
             outs, out_ts = self.linearized(t, rest, fn, inner_ctx, xs, inner_ts, env)
         elif kind in ("grad", "value_and_grad"):
@@ -234,6 +239,18 @@ class Reference:
         for r, ax in zip(outs, out_axes):
             results.append(r[(slice(None),) * K + (0,)] if ax is None else jnp.moveaxis(r, K, K + ax))
         return results, out_ts
+
+    def scan(self, t, rest, fn, ctx, inner_ctx, xs, inner_ts, env):
+        """A lax.scan, step by step: slice k of each scanned argument, the carried ones updated after each step."""
+        K = len(ctx.axes)
+        n = next(x.shape[K] for x, ax in zip(xs, t["in_axes"]) if ax == 0)
+        cur, steps, out_ts = list(xs), [], []
+        for i in range(n):
+            step = [x[(slice(None),) * K + (i,)] if ax == 0 else c for x, ax, c in zip(xs, t["in_axes"], cur)]
+            ys, out_ts = self.call(rest, fn, inner_ctx, step, inner_ts, env)
+            steps.append(ys)
+            cur = [c if k is None else ys[k] for c, k in zip(cur, t["carry"])]
+        return [self.xp.stack([s[j] for s in steps], axis=K) for j in range(len(out_ts))], out_ts
 
     def grad(self, t, rest, fn, ctx, inner_ctx, xs, inner_ts, env):
         jax, jnp = self.jax, self.jnp

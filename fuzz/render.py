@@ -74,6 +74,20 @@ _LAX_MAP_SRC = [
     "            return f(*[next(xs) if ax is not None else x for x, ax in zip(a, in_axes)])",
     "        return jax.lax.map(body, tuple(x for x, ax in zip(a, in_axes) if ax is not None))",
     "    return g"]
+# jax.lax.scan takes one carry and one pytree of scanned arrays: an argument with a carry entry k
+# starts the carry and takes f's result k after each step; those with in_axes None and no carry
+# entry are closed over. Its value is the stacked results (the final carry is their last entry).
+_LAX_SCAN_SRC = [
+    "def lax_scan(f, in_axes, carry):  # jax.lax.scan over dim 0 of the arguments whose in_axes entry is 0",
+    "    def g(*a):",
+    "        def body(c, xs):",
+    "            c, xs = iter(c), iter(xs)",
+    "            ys = tuple(f(*[next(c) if k is not None else next(xs) if ax is not None else x",
+    "                           for x, ax, k in zip(a, in_axes, carry)]))",
+    "            return tuple(ys[k] for k in carry if k is not None), ys",
+    "        init = tuple(x for x, k in zip(a, carry) if k is not None)",
+    "        return jax.lax.scan(body, init, tuple(x for x, ax in zip(a, in_axes) if ax is not None))[1]",
+    "    return g"]
 # jax.jacrev / jax.jacfwd with one int argnums: a tuple of Jacobians, one per output of f.
 _JAC_SRC = [
     "def tuple_jac(jac, f, argnums):  # every output's Jacobian w.r.t. argument argnums (out.shape + arg.shape)",
@@ -110,7 +124,8 @@ _AUTO_AXES_SRC = [
     "    return g"]
 # the helpers _linear_helpers emits, in order: (helper names that need it, its source)
 _HELPER_SOURCES = (({"weights", "vjp", "jvp", "linearize"}, _WEIGHTS_SRC), ({"vjp"}, _VJP_SRC), ({"jvp"}, _JVP_SRC),
-                   ({"linearize"}, _LINEARIZE_SRC), ({"lax_map"}, _LAX_MAP_SRC), ({"jac"}, _JAC_SRC),
+                   ({"linearize"}, _LINEARIZE_SRC), ({"lax_map"}, _LAX_MAP_SRC), ({"lax_scan"}, _LAX_SCAN_SRC),
+                   ({"jac"}, _JAC_SRC),
                    ({"cond"}, _COND_SRC), ({"fori_loop"}, _FORI_SRC), ({"while_loop"}, _WHILE_SRC),
                    ({"auto_axes"}, _AUTO_AXES_SRC))
 _HELPERS = frozenset().union(*(names for names, _ in _HELPER_SOURCES))
@@ -244,6 +259,12 @@ class _Renderer:
                 raise ProgramError("map's in_axes are 0 or None")
             self.helpers.add("lax_map")
             return f"lax_map({f}, in_axes={_tuple_source('None' if a is None else '0' for a in t['in_axes'])})"
+        if k == "scan":
+            if not all(a is None or _int(a) == "0" for a in t["in_axes"]):
+                raise ProgramError("scan's in_axes are 0 or None")
+            self.helpers.add("lax_scan")
+            return (f"lax_scan({f}, in_axes={_tuple_source('None' if a is None else '0' for a in t['in_axes'])}, "
+                    f"carry={_tuple_source('None' if c is None else _int(c) for c in t['carry'])})")
         if k == "vmap":
             axes = lambda xs: _tuple_source("None" if a is None else _int(a) for a in xs)  # noqa: E731
             kw = [f"in_axes={axes(t['in_axes'])}", f"out_axes={axes(t['out_axes'])}"]

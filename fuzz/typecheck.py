@@ -65,7 +65,7 @@ COLLECTIVES = O.names("collective")
 # Ops whose derivative is a convention (ties): never under grad.
 TIE_OPS = tuple(n for n, op in O.REGISTRY.items() if not op.grad_ok)
 TRANSFORMS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp", "checkpoint", "map", "jacrev",
-              "jacfwd", "cond", "fori_loop", "while_loop", "linearize", "auto_axes")
+              "jacfwd", "cond", "fori_loop", "while_loop", "linearize", "auto_axes", "scan")
 # A rule of the context inside ``jax.sharding.auto_axes`` (an Explicit mesh's axes made Auto
 # for the body): no shard_map, no sharding annotation (jit shardings, with_sharding_constraint,
 # device_put: they name the program's mesh, whose axis types the body does not have) and no
@@ -111,7 +111,7 @@ EFFECT_FAMILIES = ("io_callback",)
 IDENTIFIER = re.compile(r"[a-z][a-z0-9_]{0,15}")
 RENDER_NAMES = frozenset({
     "jax", "jnp", "np", "os", "contextlib", "io_callback", "shard_map", "mesh", "mesh_context", "Mesh",
-    "NamedSharding", "P", "CALLS", "CALLBACK_LOG", "make_input", "log_callback", "tuple_grad",
+    "NamedSharding", "P", "CALLS", "CALLBACK_LOG", "make_input", "log_callback", "tuple_grad", "lax_scan",
     "tuple_value_and_grad", "resharded", "weights", "tuple_vjp", "tuple_jvp", "lax_map", "tuple_jac", "tuple_cond",
     "tuple_fori", "tuple_while", "tuple_linearize", "expected", "check", "main",
     # names of the repro scripts (fuzz.render.REPRO_NAMES; a test keeps the two in step)
@@ -187,6 +187,18 @@ def effect_refused(op, ctx: Ctx) -> bool:
     return op.family in EFFECT_FAMILIES and bool({NO_EFFECTS, NO_IO_COND} & ctx.rules)
 
 
+def carry_fits(arg: Ty, result: Ty, checked: frozenset) -> bool:
+    """Whether a scan's ``result`` may become the carried ``arg`` of the next step.
+
+    Shape and dtype equal, and the varying axes equal over the manual axes with
+    check_vma on (``checked``): jax.lax.scan raises "scan body function carry input and
+    carry output must have equal types" otherwise (jax/_src/lax/control_flow/loops.py,
+    ``_check_carry_type``, which suggests a pcast of the initial carry). Along vmap axes
+    JAX batches a carry that comes back batched, so they may differ (see :func:`exit_`).
+    """
+    return result.shape == arg.shape and result.dtype == arg.dtype and result.vma & checked == arg.vma & checked
+
+
 def as_vmap(t: dict, n_results: int = 0) -> dict:
     """The vmap a ``map`` transform is typed and evaluated as: its in_axes (0 or None), out_axes all 0.
 
@@ -231,6 +243,20 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         _require(all(ax is None or (type(ax) is int and ax == 0) for ax in t["in_axes"]),
                  "map's in_axes are 0 (mapped over the leading dim) or None (passed through)")
         return enter(as_vmap(t), ctx, args)
+    if kind == "scan":
+        # jax.lax.scan over dim 0 of the arguments whose in_axes entry is 0; an argument whose
+        # carry entry is k starts the carry and takes f's result k after each step (fuzz.render,
+        # docs/program.md). No named axis: the steps run in order, so collectives inside see
+        # the enclosing axes only.
+        _require(len(t["in_axes"]) == len(args), "in_axes and args differ in length")
+        _require(all(ax is None or (type(ax) is int and ax == 0) for ax in t["in_axes"]),
+                 "scan's in_axes are 0 (scanned over the leading dim) or None (carried or closed over)")
+        scanned = [a for a, ax in zip(args, t["in_axes"]) if ax == 0]
+        _require(bool(scanned) and all(a.rank >= 1 for a in scanned), "scan over no argument, or a rank-0 one")
+        lengths = {a.shape[0] for a in scanned}
+        _require(len(lengths) == 1, f"scan over leading dims that differ: {sorted(lengths)}")
+        _require(min(lengths) >= 1, "scan over an empty dim")
+        return ctx, [replace(a, shape=a.shape[1:]) if ax == 0 else a for a, ax in zip(args, t["in_axes"])]
     if kind in ("grad", "value_and_grad"):
         _require(len(t["argnums"]) == len(set(t["argnums"])), "argnums repeat")
         _require(all(0 <= i < len(args) for i in t["argnums"]), "argnums out of range")
@@ -401,6 +427,25 @@ def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
         return list(results)
     if kind == "map":
         return exit_(as_vmap(t, len(results)), outer, inner, args, results)
+    if kind == "scan":
+        carry = t["carry"]
+        _require(isinstance(carry, list) and len(carry) == len(args), "carry and args differ in length")
+        taken = [k for k in carry if k is not None]
+        _require(all(type(k) is int and 0 <= k < len(results) for k in taken) and len(set(taken)) == len(taken),
+                 "a carry entry names no result, or one result twice")
+        checked = frozenset(x.name for x in outer.axes if x.kind == "mesh" and x.check_vma)
+        extra = frozenset()
+        for a, ax, k in zip(args, t["in_axes"], carry):
+            if k is not None:
+                _require(ax is None, "a carried argument is scanned over")
+                _require(carry_fits(a, results[k], checked), f"scan carry {a} becomes {results[k]}")
+                extra |= results[k].vma - a.vma
+        # Along vmap and unchecked manual axes a carry may start unvarying and come back
+        # varying (JAX batches it from the first step): from the second step on, anything
+        # may vary where a carried result does, so every result is typed as varying there.
+        results = [replace(r, vma=r.vma | extra) for r in results]
+        n = next(a.shape[0] for a, ax in zip(args, t["in_axes"]) if ax == 0)
+        return [replace(r, shape=(n,) + r.shape) for r in results]
     if kind in ("grad", "value_and_grad"):
         _require(len(results) == 1 and results[0].shape == (), "grad needs exactly one scalar result")
         loss = results[0]

@@ -36,7 +36,7 @@ DIMS = (1, 2, 4, 8, 16)
 OPTIONS = ("explicit_mesh", "spmd_axis_name", "vmap_axis_name", "partial_manual", "check_vma_off", "capture")
 MAX_ELEMENTS = 4096
 MAX_RANK = 4
-RARE_KINDS = ("jac", "cond", "linearize", "loop")  # two entries of the transform draw (see _Gen.transform_in)
+RARE_KINDS = ("jac", "cond", "linearize", "loop", "scan")  # two entries of the transform draw (see _Gen.transform_in)
 JAC_MAX_ARG = 16  # elements of the argument a Jacobian is drawn for (the result has out.size * arg.size)
 
 
@@ -122,8 +122,8 @@ class _Gen:
         if not after_grad:
             if any(d > 0 for a in args for d in a.shape):  # (no vmap over an empty dim: a size-0 named axis)
                 kinds += ["vmap", "vmap"]
-            if any(a.rank >= 1 and a.shape[0] > 0 for a in args):  # lax.map: over a leading dim, not empty
-                kinds.append("map")
+            if any(a.rank >= 1 and a.shape[0] > 0 for a in args):  # lax.map / lax.scan: over a leading dim, not empty
+                kinds += ["map", "scan"]
             free = [a for a in ctx.mesh if a not in ctx.manual]
             nested_ok = not ctx.manual or (self.caps.get("shard_map") == "jax" and not ctx.explicit)
             if free and nested_ok and T.AUTO_BODY not in ctx.rules:  # the mission's core: three entries (the rare kinds share two)
@@ -198,8 +198,9 @@ class _Gen:
             return {"kind": kind, "argnums": sorted(argnums)}
         if kind in T.LINEARIZED:
             return {"kind": kind, "seed": draw(st.integers(0, 255))}
-        if kind in ("vmap", "map"):
-            # a map is a vmap over dim 0 of each mapped argument (fuzz.typecheck.as_vmap)
+        if kind in ("vmap", "map", "scan"):
+            # a map is a vmap over dim 0 of each mapped argument (fuzz.typecheck.as_vmap); a
+            # scan takes its in_axes the same way (its carry is drawn in transform_out)
             dims = (lambda a: range(a.rank)) if kind == "vmap" else (lambda a: range(min(a.rank, 1)))
             cands = [(i, d) for i, a in enumerate(args) for d in dims(a) if a.shape[d] > 0]
             i0, d0 = draw(st.sampled_from(cands))
@@ -212,6 +213,8 @@ class _Gen:
                     in_axes.append(draw(st.sampled_from([None] + [d for d in dims(a) if a.shape[d] == b])))
             if kind == "map":
                 return {"kind": "map", "in_axes": in_axes}
+            if kind == "scan":
+                return {"kind": "scan", "in_axes": in_axes, "carry": []}
             taken = {a.name for a in ctx.axes}
             names = [] if "vmap_axis_name" in self.disabled else [n for n in VMAP_AXIS_NAMES if n not in taken][:1]
             name = draw(st.sampled_from([None] + names))
@@ -257,9 +260,19 @@ class _Gen:
             t["out_specs"] = []  # drawn once the results are known (transform_out)
         return t
 
-    def transform_out(self, t: dict, outer: T.Ctx, inner: T.Ctx, results: list) -> None:
-        """Fill out_specs / out_axes once the inner results are known."""
+    def transform_out(self, t: dict, outer: T.Ctx, inner: T.Ctx, results: list, inner_args: list) -> None:
+        """Fill out_specs / out_axes / a scan's carry once the inner results are known."""
         draw = self.draw
+        if t["kind"] == "scan":
+            # an argument not scanned over may carry a result of its very type (fuzz.typecheck.exit_)
+            carry, taken = [], set()
+            checked = frozenset(x.name for x in outer.axes if x.kind == "mesh" and x.check_vma)
+            for a, ax in zip(inner_args, t["in_axes"]):
+                opts = [k for k, r in enumerate(results) if ax is None and T.carry_fits(a, r, checked) and k not in taken]
+                k = draw(st.sampled_from([None] + opts * 2)) if opts else None  # a carry two times in three
+                carry.append(k)
+                taken.add(k)
+            t["carry"] = carry
         if t["kind"] in ("jit", "auto_axes") and t.get("out_specs") == []:
             axes = [a for a in outer.mesh if a not in outer.reserved]
             t["out_specs"] = [draw(partition_specs(r.shape, axes, outer.mesh)) for r in results]
@@ -292,14 +305,14 @@ class _Gen:
             t["out_axes"] = axes
 
     def chain_call(self, ctx: T.Ctx, args: list, env: dict, depth: int, n: int,
-                   after_grad=False, scalar_ok=True, in_grad_chain=False):
+                   after_grad=False, scalar_ok=True, in_grad_chain=False, scan_body=None):
         """Draw ``n`` transforms outside-in, the function, then the output sides inside-out.
 
         Returns (transforms, function, result types).
         """
         t = self.transform_in(ctx, args, after_grad, scalar_ok) if n > 0 else None
         if t is None:
-            fn, results = self.function(ctx, args, env, depth, want_scalar=in_grad_chain)
+            fn, results = self.function(ctx, args, env, depth, want_scalar=in_grad_chain, scan_body=scan_body)
             return [], fn, results
         inner_ctx, inner_args = T.enter(t, ctx, args)
         if T.sealed(t, ctx):
@@ -308,15 +321,22 @@ class _Gen:
         rest, fn, inner_results = self.chain_call(
             inner_ctx, inner_args, env, depth + (t["kind"] != "jit"), n - 1,
             after_grad=after_grad or is_grad,
-            scalar_ok=(scalar_ok and t["kind"] != "shard_map") or t["kind"] in ("vmap", "map")
+            scalar_ok=(scalar_ok and t["kind"] != "shard_map") or t["kind"] in ("vmap", "map", "scan")
             or (t["kind"] in T.JACOBIANS and args[t["argnums"][0]].rank >= 1),  # (the argument's dims follow)
-            in_grad_chain=in_grad_chain or is_grad)
-        self.transform_out(t, ctx, inner_ctx, inner_results)
+            in_grad_chain=in_grad_chain or is_grad,
+            scan_body=[a for a, ax in zip(inner_args, t["in_axes"]) if ax is None] if t["kind"] == "scan" else None)
+        self.transform_out(t, ctx, inner_ctx, inner_results, inner_args)
         return [t] + rest, fn, T.exit_(t, ctx, inner_ctx, args, inner_results)
 
     # ---------------------------------------------------------------- functions
-    def function(self, ctx: T.Ctx, param_types: list, env: dict, depth: int, want_scalar: bool):
+    def function(self, ctx: T.Ctx, param_types: list, env: dict, depth: int, want_scalar: bool, scan_body=None):
         """A function body in ``ctx``; ``env`` maps captured names to types. Returns (fn, result types).
+
+        ``scan_body`` (the body of a scan, no transform in between): the types the scan may
+        carry (its arguments not scanned over). For each that no result has, a value of
+        that type, if any, is added as a result (otherwise a scan could rarely carry
+        anything: measured, 2 scans with a carry in 1000 drawn programs). A scan stacks its
+        body's results, so any value is a safe result there (see :func:`_safe`).
 
         At least one parameter is float32 (the caller's duty), so a float result always exists.
         """
@@ -375,7 +395,7 @@ class _Gen:
             results = [total]
         else:
             glue = self.glue(ctx)
-            if glue is None:  # no rank-0 result can be made rank 1 here: only safe ones
+            if glue is None and scan_body is None:  # no rank-0 result can be made rank 1 here: only safe ones
                 pool = [v for v in pool if _safe(local[v], ctx)]
             cands = sinks(pool)
             if len(cands) > 1 and draw(st.integers(0, 3)) > 0:
@@ -389,6 +409,12 @@ class _Gen:
                     eqns.append(e)
                     (local[s],) = T.eqn_types(e, [local[r]], ctx)
                     results[k] = s
+            checked = frozenset(a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma)
+            for want in scan_body or ():  # (a scan stacks its body's results: a rank-0 one may stay rank 0)
+                fit = [v for v in list(reversed(new_vars)) + params
+                       if local[v].dtype == T.FLOAT and T.carry_fits(want, local[v], checked)]
+                if fit and not any(T.carry_fits(want, local[r], checked) for r in results):
+                    results.append(fit[0])
         fn = {"params": params, "eqns": eqns, "results": results}
         return fn, [local[r] for r in results]
 
