@@ -130,7 +130,7 @@ def main() -> None:
             c.run()
         finally:
             c.close()
-        hit = c.matched
+        hit = c.matched if c.matched and c.matched[0] <= args.seconds else None  # (found in the grace after: a miss)
         row = {"bug": args.bug, "seed": s, "jax_version": c.caps["jax_version"],
                "seconds_to_find": round(hit[0], 1) if hit else None, "programs": c.stats.programs,
                "signature": hit[1].signature[:160] if hit else None}
