@@ -360,6 +360,11 @@ class _Gen:
                     local[v] = t
                     new_vars.append(v)
         pool = [v for v in list(reversed(new_vars)) + params if local[v].dtype == T.FLOAT]
+        # a value varying over a manual axis that an enclosing vmap's spmd_axis_name takes
+        # cannot leave that axis' shard_map (no out_specs entry may name the axis): e.g. a
+        # pure_callback's result, which varies over every manual axis. The body's own
+        # parameters never do, so the enclosing shard_map body always has a result.
+        pool = [v for v in pool if not local[v].vma & ctx.manual & ctx.reserved] or pool
         # results are drawn among the values nothing here reads yet (the sinks) when there
         # are any, so that most equations feed a result: dead code hides the bugs of the
         # values it computes (mutants of the seeded-bug benchmark stayed silent that way)
