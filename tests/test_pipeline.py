@@ -125,3 +125,20 @@ def test_a_value_finding_with_a_known_entrys_features_and_more_may_be_its_face()
     other_kind = "wrong-value" if "wrong-shape" in oracle_kind else "wrong-shape"
     assert name not in resembling(f"differential: {other_kind}: {feats}+take", KNOWN)
     assert resembling(f"internal-error: ValueError: {feats}", KNOWN) == []
+
+
+def test_the_summary_says_which_known_entry_a_new_wrong_value_may_be():
+    from rich.console import Console
+
+    from fuzz.cli import _summary
+
+    f = {"oracle": "differential", "kind": "wrong-shape", "message": "shape (2,) instead of (4,)", "count": 1,
+         "first_seconds": 3.0, "reduced": True, "reduction_runs": 5, "signature": "differential: wrong-shape: x",
+         "source": "mesh = None\nprint(1)\n", "details": "", "resembles": ["differential-83bfe5218ca5.json"]}
+    report = {"programs": 3, "seconds": 4.0, "programs_per_second": 0.75, "rejected": 0, "invalid": 0,
+              "findings": [f, {**f, "resembles": []}]}
+    console = Console(record=True, width=200)
+    _summary(report, console)
+    text = console.export_text()
+    assert text.count("may be a face of") == 1
+    assert "--finding 1 --face-of corpus/differential-83bfe5218ca5.json" in text
