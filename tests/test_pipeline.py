@@ -117,14 +117,14 @@ def test_a_value_finding_with_a_known_entrys_features_and_more_may_be_its_face()
     """oracles.common.resembling: same oracle and kind, the known features a subset; nothing else."""
     from oracles.common import resembling
 
+    known = known_signatures(corpus_files(CORPUS))  # {signature: entry file name}
     name = "differential-83bfe5218ca5.json"
-    [sig] = [s for s, n in KNOWN.items() if n == name and s.startswith("differential: ")]
+    [sig] = [s for s, n in known.items() if n == name and s.startswith("differential: wrong-shape: ")]
     oracle_kind, feats = sig.rsplit(": ", 1)
-    assert resembling(f"{oracle_kind}: {feats}+take", KNOWN) == [name]
-    assert name not in resembling(f"{oracle_kind}: {feats.split('+', 1)[-1]}", KNOWN)  # one feature fewer
-    other_kind = "wrong-value" if "wrong-shape" in oracle_kind else "wrong-shape"
-    assert name not in resembling(f"differential: {other_kind}: {feats}+take", KNOWN)
-    assert resembling(f"internal-error: ValueError: {feats}", KNOWN) == []
+    assert resembling(f"{oracle_kind}: {feats}+take", known) == [name]
+    assert name not in resembling(f"{oracle_kind}: {feats.split('+', 1)[-1]}", known)  # one feature fewer
+    assert name not in resembling(f"metamorphic: disagree: {feats}+take", known)  # another oracle
+    assert resembling(f"internal-error: ValueError: {feats}", known) == []
 
 
 def test_the_summary_says_which_known_entry_a_new_wrong_value_may_be():
