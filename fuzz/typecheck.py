@@ -187,15 +187,21 @@ def effect_refused(op, ctx: Ctx) -> bool:
     return op.family in EFFECT_FAMILIES and bool({NO_EFFECTS, NO_IO_COND} & ctx.rules)
 
 
-def carry_fits(arg: Ty, result: Ty, checked: frozenset) -> bool:
-    """Whether a scan's ``result`` may become the carried ``arg`` of the next step.
+def checked_axes(ctx: Ctx) -> frozenset:
+    """The manual axes of ``ctx`` whose shard_map has check_vma on (JAX types varying axes there)."""
+    return frozenset(a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma)
+
+
+def carry_fits(arg: Ty, result: Ty, ctx: Ctx) -> bool:
+    """Whether a scan's ``result`` may become the carried ``arg`` of the next step in ``ctx``.
 
     Shape and dtype equal, and the varying axes equal over the manual axes with
-    check_vma on (``checked``): jax.lax.scan raises "scan body function carry input and
+    check_vma on (:func:`checked_axes`): jax.lax.scan raises "scan body function carry input and
     carry output must have equal types" otherwise (jax/_src/lax/control_flow/loops.py,
     ``_check_carry_type``, which suggests a pcast of the initial carry). Along vmap axes
     JAX batches a carry that comes back batched, so they may differ (see :func:`exit_`).
     """
+    checked = checked_axes(ctx)
     return result.shape == arg.shape and result.dtype == arg.dtype and result.vma & checked == arg.vma & checked
 
 
@@ -289,8 +295,7 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         # made to rediscover that bug everywhere; over unchecked and vmap axes it may vary
         # (measured: collectives inside both branches run and agree, devices diverging).
         _require(len(args) >= 1, "cond of a function without arguments")
-        checked = frozenset(a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma)
-        _require(not (args[0].vma & checked),
+        _require(not (args[0].vma & checked_axes(ctx)),
                  "cond's predicate varies over a checked manual axis (jax-ml/jax#40823: not generated)")
         batched = ctx.in_vmap or JACOBIAN in ctx.rules
         return (replace(ctx, rules=ctx.rules | {NO_IO_COND}) if batched else ctx), list(args)
@@ -433,12 +438,11 @@ def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
         taken = [k for k in carry if k is not None]
         _require(all(type(k) is int and 0 <= k < len(results) for k in taken) and len(set(taken)) == len(taken),
                  "a carry entry names no result, or one result twice")
-        checked = frozenset(x.name for x in outer.axes if x.kind == "mesh" and x.check_vma)
         extra = frozenset()
         for a, ax, k in zip(args, t["in_axes"], carry):
             if k is not None:
                 _require(ax is None, "a carried argument is scanned over")
-                _require(carry_fits(a, results[k], checked), f"scan carry {a} becomes {results[k]}")
+                _require(carry_fits(a, results[k], outer), f"scan carry {a} becomes {results[k]}")
                 extra |= results[k].vma - a.vma
         # Along vmap and unchecked manual axes a carry may start unvarying and come back
         # varying (JAX batches it from the first step): from the second step on, anything

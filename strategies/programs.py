@@ -154,8 +154,7 @@ class _Gen:
         # lax.cond keeps its body's types (so also in a grad's chain); its predicate (from the
         # first argument) may not vary over a checked manual axis (fuzz.typecheck.enter); where
         # a rank-0 result may not vary (scalar_ok false) it may not vary over a manual axis either
-        checked = {a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma}
-        if args and not args[0].vma & checked and (scalar_ok or not args[0].vma & ctx.manual):
+        if args and not args[0].vma & T.checked_axes(ctx) and (scalar_ok or not args[0].vma & ctx.manual):
             kinds.append("cond")
         # jvp's values through jax.linearize: where jvp is drawn (fuzz.typecheck.enter)
         if not after_grad and args and all(floats) and not ctx.manual:
@@ -266,9 +265,8 @@ class _Gen:
         if t["kind"] == "scan":
             # an argument not scanned over may carry a result of its very type (fuzz.typecheck.exit_)
             carry, taken = [], set()
-            checked = frozenset(x.name for x in outer.axes if x.kind == "mesh" and x.check_vma)
             for a, ax in zip(inner_args, t["in_axes"]):
-                opts = [k for k, r in enumerate(results) if ax is None and T.carry_fits(a, r, checked) and k not in taken]
+                opts = [k for k, r in enumerate(results) if ax is None and T.carry_fits(a, r, outer) and k not in taken]
                 k = draw(st.sampled_from([None] + opts * 2)) if opts else None  # a carry two times in three
                 carry.append(k)
                 taken.add(k)
@@ -414,11 +412,10 @@ class _Gen:
                     eqns.append(e)
                     (local[s],) = T.eqn_types(e, [local[r]], ctx)
                     results[k] = s
-            checked = frozenset(a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma)
             for want in scan_body or ():  # (a scan stacks its body's results: a rank-0 one may stay rank 0)
                 fit = [v for v in list(reversed(new_vars)) + params
-                       if local[v].dtype == T.FLOAT and T.carry_fits(want, local[v], checked)]
-                if fit and not any(T.carry_fits(want, local[r], checked) for r in results):
+                       if local[v].dtype == T.FLOAT and T.carry_fits(want, local[v], ctx)]
+                if fit and not any(T.carry_fits(want, local[r], ctx) for r in results):
                     results.append(fit[0])
         fn = {"params": params, "eqns": eqns, "results": results}
         return fn, [local[r] for r in results]
