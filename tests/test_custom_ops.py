@@ -69,25 +69,28 @@ class Planted(Reference):
         return super().primitive(self.wrong(e), xs, ts, ctx)
 
 
-def generated(op: str, n: int, keep=("sin", "mul", "wsum", "sum", "psum", "ppermute", "broadcast", "reshape")) -> list:
-    """The first ``n`` derandomized generated programs that use ``op`` (the other ops but ``keep`` left out).
+def generated(op, n: int, keep=("sin", "mul", "wsum", "sum", "psum", "ppermute", "broadcast", "reshape"),
+              feature=None, tries=(10, 40, 160)) -> list:
+    """The first ``n`` derandomized generated programs that use ``op`` (the other ops but ``keep`` left out),
+    or, with ``feature``, whose report features (fuzz.features) include it (no op left out).
 
-    Tries 10n, 40n, then 160n examples: each count is its own derandomized sequence, so a
+    Tries ``tries[i] * n`` examples in turn: each count is its own derandomized sequence, so a
     change of the generator's weights moves the op around but does not lose it."""
-    disabled = frozenset(O.REGISTRY) - {op, *keep}
-    for m in (10 * n, 40 * n, 160 * n):
+    disabled = frozenset() if feature else frozenset(O.REGISTRY) - {op, *keep}
+    wanted = (lambda p: feature in features(p)[0]) if feature else (lambda p: any(e["op"] == op for e in equations(p)))
+    for m in (k * n for k in tries):
         out = []
 
         @settings(max_examples=m, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
         @given(programs(disabled=disabled, max_depth=2, max_eqns=4, max_calls=1))
         def collect(p):
-            if len(out) < n and any(e["op"] == op for e in equations(p)):
+            if len(out) < n and wanted(p):
                 out.append(p)
 
         collect()
         if len(out) == n:
             return out
-    raise AssertionError(f"only {len(out)} of {m} drawn programs use {op}")
+    raise AssertionError(f"only {len(out)} of {m} drawn programs use {feature or op}")
 
 
 def equations(p: dict) -> list:
@@ -104,10 +107,11 @@ def equations(p: dict) -> list:
     return found
 
 
-def agree_on_generated(worker, op: str, n: int) -> set:
-    """JAX agrees with the reference on ``n`` generated programs using ``op``; returns their features."""
+def agree_on_generated(worker, op, n: int, **how) -> set:
+    """JAX agrees with the reference on ``n`` generated programs using ``op`` (or ``feature=``, see
+    :func:`generated`); returns their features."""
     seen = set()
-    for p in generated(op, n):
+    for p in generated(op, n, **how):
         out = worker.run(render(p, worker.caps), timeout=240)
         assert out["status"] == "ok", out
         found = oracles.judge(p, out, evaluate(p))

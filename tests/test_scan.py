@@ -13,7 +13,7 @@ import pytest
 from fuzz import typecheck as T
 from fuzz.reference import Reference, evaluate, make_input
 from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap
-from test_custom_ops import judged
+from test_custom_ops import agree_on_generated, judged
 
 GRAD = {"kind": "grad", "argnums": [0]}
 
@@ -102,28 +102,4 @@ def test_the_reducer_drops_a_carried_result():
 
 def test_generated_programs_with_a_carry_agree(worker):
     """The first 3 derandomized generated programs with a carried scan: JAX agrees with the reference."""
-    import oracles
-    from fuzz.features import features
-    from fuzz.render import render
-    from hypothesis import HealthCheck, given, settings
-    from strategies.programs import programs
-    from test_custom_ops import KNOWN, VALUE_ORACLES
-
-    for m in (400, 1600, 6400):  # each its own derandomized sequence: a weight change moves scans around
-        found = []
-
-        @settings(max_examples=m, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
-        @given(programs(max_depth=2, max_eqns=4, max_calls=1))
-        def collect(p):
-            if len(found) < 3 and "scan_carry" in features(p)[0]:
-                found.append(p)
-
-        collect()
-        if len(found) == 3:
-            break
-    assert len(found) == 3, f"only {len(found)} of {m} drawn programs carry a scan"
-    for p in found:
-        out = worker.run(render(p, worker.caps), timeout=240)
-        assert out["status"] == "ok", out
-        bad = [f for f in oracles.judge(p, out, evaluate(p)) if f.oracle in VALUE_ORACLES or f.signature not in KNOWN]
-        assert not bad, ([f.signature for f in bad], render(p))
+    assert "scan_carry" in agree_on_generated(worker, None, 3, feature="scan_carry", tries=(133, 533, 2133))
