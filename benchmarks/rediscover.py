@@ -5,8 +5,9 @@
     python benchmarks/rediscover.py C --seeds 1 2 3          # newest JAX (this environment)
     python benchmarks/rediscover.py jax-18434 --seeds 1 2 3  # a public report, on its default release
 
-Each run is a default campaign (determinism on, no database) that stops at the first
-finding of the bug's *kind* (``../shared/seeds.md``), judged on the finding and the
+Each run is a default campaign (determinism on, no database, ``--jobs`` campaigns at once
+with the seeds ``shardfuzz run --jobs`` gives them: fuzz.parallel.job_seed) that stops at
+the first finding of the bug's *kind* in any job (``../shared/seeds.md``), judged on the finding and the
 program that showed it, never on hand-written programs:
 
 - A: the worker aborts (SIGABRT with a ``Check failed`` line) on a program with an
@@ -18,9 +19,10 @@ program that showed it, never on hand-written programs:
 
 - public reports (issue 8's table; described in our words, matched by kind and features,
   never by program):
-  - jax-21403 (0.4.26): a wrong value (differential) from a program with cumsum and
-    with_sharding_constraint under jit;
-  - jax-18434 (0.10.2): a wrong value from `.at[].set` under jit;
+  - jax-21403 (0.4.26): a wrong value (differential) from calls with cumsum, cumprod or
+    cummax under jit (see CUMULATIVE below);
+  - jax-18434 (0.10.2): a wrong value from calls with `.at[].set` or `.at[].add` under jit
+    (see AT_UPDATES);
   - xla-49122 (0.10.2): a wrong value from `lax.dynamic_slice` (per-shard clamping of the start);
   - jax-29832 (0.6.1): JAX raises on a valid program with jacrev inside a shard_map;
   - jax-34211 (0.8.1): JAX raises on a valid program with a custom_vjp under grad / vjp of a
@@ -39,6 +41,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import queue
 import re
 import statistics
 import sys
@@ -48,9 +52,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fuzz.campaign import Campaign  # noqa: E402
 from fuzz.features import features  # noqa: E402
+from fuzz.parallel import default_jobs, job_seed  # noqa: E402
+from fuzz.program import make_entry, save_entry  # noqa: E402
 
 SEED_C_MESSAGES = re.compile(r"requires varying manual axes to match|should be of type `Manual`|too many values to "
                              r"unpack|pvary is a invariant->variant|dimension size")
+
+
+# jax-21403 is a cumulative op along a sharded dim under jit, however the dim came to be
+# split: on 0.4.26 and 0.4.28, cumsum, cumprod and cummax of a (8, 4) array split 4 ways
+# along dim 0 are all wrong under jit whether the split comes from with_sharding_constraint,
+# in_shardings, out_shardings or a committed argument, and all eight are right on 0.4.31
+# (checked by hand, session 9), so they are one bug, fixed at once.
+CUMULATIVE = ("cumsum", "cumprod", "cummax")
+# jax-18434 is an .at[] update with a slice index followed by one with an integer index on
+# its result, on a row-split operand under jit: on 0.10.2, a.at[:2].set(3.).at[-1].set(4.)
+# and the same with .add are wrong, a single .at[] of either kind and two of the same index
+# kind are right (checked by hand, session 9); the report's own-window update is not needed.
+AT_UPDATES = ("at_set", "at_add")
 
 
 def kind_a(f, program) -> bool:
@@ -70,9 +89,16 @@ def kind_c(f, program) -> bool:
             and bool(SEED_C_MESSAGES.search(f.message)))
 
 
-def _value(*needed):
-    """A wrong value (differential finding) from a program whose features include ``needed``."""
-    return lambda f, program: f.oracle == "differential" and set(needed) <= features(program)[0]
+def _value(*needed, any_of=()):
+    """A wrong value (differential finding) whose failing calls use ``needed`` (and one of ``any_of``).
+
+    A value finding's signature names the features of the calls that gave the wrong value
+    (``oracles.common.value_signature``), so an op elsewhere in the program does not count.
+    """
+    def match(f, program):
+        used = set(f.signature.split(": ", 2)[-1].split("+"))
+        return f.oracle == "differential" and set(needed) <= used and (not any_of or bool(used & set(any_of)))
+    return match
 
 
 def _raises(*needed, any_of=()):
@@ -89,8 +115,8 @@ def kind_25699(f, program) -> bool:
 
 
 KINDS = {"A": kind_a, "B": kind_b, "C": kind_c,
-         "jax-21403": _value("cumsum", "with_sharding_constraint", "jit"),
-         "jax-18434": _value("at_set", "jit"),
+         "jax-21403": _value("jit", any_of=CUMULATIVE),
+         "jax-18434": _value("jit", any_of=AT_UPDATES),
          "xla-49122": _value("dynamic_slice"),
          "jax-29832": _raises("jacrev", "shard_map"),
          "jax-34211": _raises("custom_vjp", "shard_map", "explicit_mesh", any_of=("grad", "value_and_grad", "vjp")),
@@ -98,6 +124,67 @@ KINDS = {"A": kind_a, "B": kind_b, "C": kind_c,
 # The release each bug is measured on unless --jax-version says otherwise (None: this environment's JAX).
 RELEASES = {"A": "0.4.38", "B": "0.4.28", "C": None, "jax-21403": "0.4.26", "jax-18434": None, "xla-49122": None,
             "jax-29832": "0.6.1", "jax-34211": "0.8.1", "jax-25699": "0.4.38"}
+
+
+def _job(bug: str, seed: int, seconds: float, python, avoid: bool, keep, found, out) -> None:
+    """One job (a forked process): a Campaign that stops at its first match of ``bug`` or
+    once ``found`` (a multiprocessing Event) is set by another job; puts its row on ``out``.
+    ``keep``: a directory where the matching finding is saved as a corpus entry (for
+    ``shardfuzz bisect``: its releases say whether it is the report's bug), or None."""
+    def progress(c) -> None:
+        if found.is_set():
+            c.seconds = 0  # another job found it: stop at the next program
+
+    shown: dict = {}
+
+    def match(f, program) -> bool:
+        if KINDS[bug](f, program):
+            shown.setdefault("program", program)
+            return True
+        return False
+    c = Campaign(seconds=seconds, seed=seed, python=python, shrink_seconds=0, stop_when=match,
+                 avoid_known=avoid, on_progress=progress)
+    try:
+        c.run()
+    finally:
+        if c.matched:
+            found.set()
+        c.close()
+    hit = c.matched if c.matched and c.matched[0] <= seconds else None  # (found in the grace after: a miss)
+    if hit and keep:
+        f = hit[1]
+        entry = make_entry({"signature": f.signature, "oracle": f.oracle, "kind": f.kind, "message": f.message,
+                            "call": f.call}, shown["program"], c.caps,
+                           triage=f"benchmarks/rediscover.py {bug} --seeds {seed}: the first match, not reduced")
+        save_entry(keep, entry)
+    out.put({"jax_version": c.caps["jax_version"], "seconds_to_find": round(hit[0], 1) if hit else None,
+             "programs": c.stats.programs, "signature": hit[1].signature[:160] if hit else None})
+
+
+def campaign(bug: str, seed: int, seconds: float, python, avoid: bool, jobs: int, keep=None) -> dict:
+    """One default campaign of ``jobs`` jobs (job j draws with fuzz.parallel.job_seed(seed, j),
+    as ``shardfuzz run --jobs`` does), each a Campaign in a forked process; it ends at the
+    first match in any job. Returns {"jax_version", "seconds_to_find" (the earliest, seconds
+    from each job's start, or None), "programs" (summed), "signature"}."""
+    ctx = multiprocessing.get_context("fork")  # (no JAX in this process: the workers import it)
+    found, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_job, args=(bug, job_seed(seed, j), seconds, python, avoid, keep, found, out))
+             for j in range(jobs)]
+    for p in procs:
+        p.start()
+    rows: list = []
+    while len(rows) < len(procs):
+        try:
+            rows.append(out.get(timeout=5))
+        except queue.Empty:
+            if not any(p.is_alive() for p in procs):  # a job died without its row
+                raise SystemExit(f"rediscover: a job of seed {seed} died; its log is on stderr above")
+    for p in procs:
+        p.join()
+    hits = sorted((r for r in rows if r["seconds_to_find"] is not None), key=lambda r: r["seconds_to_find"])
+    first = hits[0] if hits else rows[0]
+    return {"jax_version": first["jax_version"], "seconds_to_find": first["seconds_to_find"],
+            "programs": sum(r["programs"] for r in rows), "signature": first["signature"], "jobs": jobs}
 
 
 def main() -> None:
@@ -109,6 +196,10 @@ def main() -> None:
     ap.add_argument("--python", default=None)
     ap.add_argument("--need", type=int, default=None, metavar="K",
                     help="stop once 'found on at least K seeds' is settled (default: run every seed)")
+    ap.add_argument("--jobs", type=int, default=default_jobs(),
+                    help="campaigns at once per seed, as `shardfuzz run --jobs` (default: this machine's, %(default)s)")
+    ap.add_argument("--keep", default=None, metavar="DIR",
+                    help="save each matching finding as a corpus entry in DIR (then: shardfuzz bisect DIR/...)")
     ap.add_argument("--no-avoid", action="store_true", help="switch off avoidance of bugs found earlier in the run")
     args = ap.parse_args()
     python = args.python
@@ -124,16 +215,8 @@ def main() -> None:
             if hits >= args.need or hits + len(args.seeds) - i < args.need:
                 print(json.dumps({"bug": args.bug, "skipped": args.seeds[i:]}), flush=True)
                 break
-        c = Campaign(seconds=args.seconds, seed=s, python=python, shrink_seconds=0, stop_when=KINDS[args.bug],
-                     avoid_known=not args.no_avoid)
-        try:
-            c.run()
-        finally:
-            c.close()
-        hit = c.matched if c.matched and c.matched[0] <= args.seconds else None  # (found in the grace after: a miss)
-        row = {"bug": args.bug, "seed": s, "jax_version": c.caps["jax_version"],
-               "seconds_to_find": round(hit[0], 1) if hit else None, "programs": c.stats.programs,
-               "signature": hit[1].signature[:160] if hit else None}
+        row = {"bug": args.bug, "seed": s, **campaign(args.bug, s, args.seconds, python, not args.no_avoid, args.jobs,
+                                                      args.keep)}
         times.append(row["seconds_to_find"])
         print(json.dumps(row), flush=True)
     found = [t for t in times if t is not None]
