@@ -2,6 +2,7 @@
 
     python benchmarks/campaigns.py issue9 --seeds 1 2 3 --seconds 600   # with / without, one pair per seed
     python benchmarks/campaigns.py jobs --seeds 1 --seconds 600         # --jobs 1, then --jobs 2
+    python benchmarks/campaigns.py swarm --seeds 1 2 3 --seconds 600    # default / --swarm, one pair per seed
 
 Each run is ``shardfuzz run --seed S --time T --database '' --report ...`` (the corpus as
 known findings, determinism on) from a ``git archive`` snapshot of HEAD, so that edits to
@@ -12,6 +13,8 @@ the working tree cannot change a long benchmark.
   (``--disable wsum --disable vjp --disable jvp --disable linearize``: grads then take plain
   sums, so their cotangents are all ones). The two runs of a seed go at the same time, each
   with ``--jobs 1``, so that they share the machine's load.
+- ``swarm``: the default campaign against ``--swarm`` (strategies/swarm.py), at the same
+  time, each with ``--jobs 1``, as for ``issue9``.
 - ``jobs``: ``--jobs 1`` and then ``--jobs 2``, one after the other (each wants every core).
 
 Per run: programs, programs/s, distinct signatures (new findings plus corpus entries hit),
@@ -36,6 +39,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 from seeded import extract  # noqa: E402
 WITHOUT_ISSUE9 = ["--no-avoid-known"] + [a for n in ("wsum", "vjp", "jvp", "linearize") for a in ("--disable", n)]
+# the comparisons whose two variants run at the same time: (variant, extra options of shardfuzz run)
+PAIRS = {"issue9": [("with", []), ("without", WITHOUT_ISSUE9)],
+         "swarm": [("default", []), ("swarm", ["--swarm"])]}
 
 
 def snapshot(dest: Path) -> Path:
@@ -74,7 +80,7 @@ def row(variant: str, seed: int, report: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("comparison", choices=["issue9", "jobs"])
+    ap.add_argument("comparison", choices=["issue9", "swarm", "jobs"])
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--seconds", type=float, default=600)
     ap.add_argument("--keep", default=None, help="Copy each run's directory (report, stderr) here.")
@@ -85,10 +91,9 @@ def main() -> None:
         work = Path(tmp) / "runs"
         work.mkdir()
         for seed in args.seeds:
-            if args.comparison == "issue9":
-                runs = [("with", start(code, work, f"with-{seed}", seed, args.seconds, ["--jobs", "1"])),
-                        ("without", start(code, work, f"without-{seed}", seed, args.seconds,
-                                          ["--jobs", "1", *WITHOUT_ISSUE9]))]
+            if args.comparison in PAIRS:
+                runs = [(variant, start(code, work, f"{variant}-{seed}", seed, args.seconds, ["--jobs", "1", *extra]))
+                        for variant, extra in PAIRS[args.comparison]]
                 for _, (proc, _) in runs:
                     proc.wait()
             else:
