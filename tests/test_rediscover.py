@@ -29,3 +29,18 @@ def test_value_matchers_look_at_the_failing_calls_only():
     raised = Finding("internal-error", "TypeError", "x")
     assert not match(raised, p)
     assert rediscover.KINDS["jax-18434"](_wrong(p, [0]), p) is False
+
+
+def test_jax_29832_needs_the_reports_message():
+    """An internal error of a program with jacrev and shard_map matches only with the report's message."""
+    body = fn(["a"], [eqn("sin", ["a"], ["b"])], ["b"])
+    p = program(mesh=(("x", 4),), inputs=[("x", (8,), 1)], functions={"f": body},
+                calls=[{"function": "f", "args": ["x"], "transforms": [
+                    {"kind": "shard_map", "in_specs": [[["x"]]], "out_specs": [[["x"], None]], "check_vma": True,
+                     "axis_names": None}, {"kind": "jacrev", "argnums": [0]}]}])
+    match = rediscover.KINDS["jax-29832"]
+    report = ("unexpected JAX type (e.g. shape/dtype) for argument to vjp function: got float32[2], but expected "
+              "float32[2]{V:x}")
+    assert match(Finding("internal-error", "builtins.ValueError", report), p)
+    assert not match(Finding("internal-error", "builtins.NotImplementedError",
+                             "Eager evaluation of `closed_call` inside a `shard_map` isn't yet supported."), p)
