@@ -65,12 +65,19 @@ def _a(kind: str) -> str:
 
 
 def _covered(xs: np.ndarray, ys: np.ndarray, tol: float) -> np.ndarray:
-    """Which of the sorted values xs lie within tol (relative) of some value in sorted ys."""
+    """Which of the sorted values xs lie within tol (relative) of some value in sorted ys.
+
+    A NaN is covered by a NaN and an infinity by the same infinity (their differences are
+    NaN, which no tolerance covers: ``take(..., mode='fill')`` out of bounds sends NaN to a
+    callback on both sides, and was reported as a wrong value).
+    """
     if ys.size == 0:
         return np.zeros(xs.shape, bool)
     i = np.clip(np.searchsorted(ys, xs), 1, ys.size - 1) if ys.size > 1 else np.zeros(xs.shape, int)
-    near = np.minimum(np.abs(ys[i] - xs), np.abs(ys[np.maximum(i - 1, 0)] - xs))
-    return near <= tol * np.maximum(1.0, np.abs(xs))
+    with np.errstate(invalid="ignore"):
+        near = np.minimum(np.abs(ys[i] - xs), np.abs(ys[np.maximum(i - 1, 0)] - xs))
+        close = (near <= tol * np.maximum(1.0, np.abs(xs))) & np.isfinite(xs)  # (inf is within inf of anything)
+    return close | np.isin(xs, ys) | (np.isnan(xs) & bool(np.isnan(ys).any()))
 
 
 def judge(program: dict, outcome: dict, reference: dict) -> list:

@@ -113,9 +113,9 @@ def kinds_program():
     return program(inputs=[("x0", (4,), 1)], functions={"f0": body}, calls=[call("f0", [], ["x0"])])
 
 
-def judge_received(received: dict):
+def judge_received(received: dict, want_io=(1.0, 2.0)):
     p = kinds_program()
-    want = {"io": np.array([1.0, 2.0]), "pc": np.array([1.0, 2.0]), "dc": np.array([1.0, 2.0])}
+    want = {"io": np.sort(np.array(want_io)), "pc": np.array([1.0, 2.0]), "dc": np.array([1.0, 2.0])}
     outcome = {"calls": [{"ok": True, "callbacks": received}]}
     return [(f.kind, f.details.split(":")[0]) for f in cb_oracle.judge(p, outcome, {"callbacks": [want]})]
 
@@ -138,6 +138,15 @@ def test_oracle_checks_what_jax_documents_per_kind():
         got = {"io": both, "pc": both, "dc": both, tag: np.array([1.0, 2.0, 3.0])}
         assert judge_received(got) == [("wrong-value", f"callback {tag}")]
     assert judge_received({"io": both, "zz": both}) == [("unexpected-call", "callback zz")]
+
+
+def test_oracle_matches_nan_and_infinities():
+    """NaN and inf are values a program may give a callback (take with mode='fill' out of
+    bounds gives NaN): the same non-finite value on both sides is no finding, another one is."""
+    special = (np.nan, np.inf, -np.inf, 1.0)
+    assert judge_received({"io": np.sort(np.array(special))}, want_io=special) == []
+    assert judge_received({"io": np.array([1.0, np.nan])}, want_io=(1.0, 2.0)) == [("wrong-value", "callback io")]
+    assert judge_received({"io": np.array([1.0, np.inf])}, want_io=(1.0, -np.inf)) == [("wrong-value", "callback io")]
 
 
 # ------------------------------------------------------------------ real runs
