@@ -161,8 +161,12 @@ def _job(bug: str, seed: int, seconds: float, python, avoid: bool, keep, found, 
         f = hit[1]
         entry = make_entry({"signature": f.signature, "oracle": f.oracle, "kind": f.kind, "message": f.message,
                             "call": f.call}, shown["program"], c.caps,
-                           triage=f"benchmarks/rediscover.py {bug} --seeds {seed}: the first match, not reduced")
-        save_entry(keep, entry)
+                           triage=f"benchmarks/rediscover.py {bug}, a job with Hypothesis seed {seed}: the first "
+                                  "match, not reduced")
+        try:
+            print(f"rediscover: kept {save_entry(keep, entry)}", file=sys.stderr)
+        except (OSError, ValueError) as e:  # (CorpusError is a ValueError) the row still counts
+            print(f"rediscover: could not keep the match in {keep}: {e}", file=sys.stderr)
     out.put({"jax_version": c.caps["jax_version"], "seconds_to_find": round(hit[0], 1) if hit else None,
              "programs": c.stats.programs, "signature": hit[1].signature[:160] if hit else None})
 
