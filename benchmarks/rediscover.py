@@ -55,6 +55,7 @@ from fuzz.campaign import Campaign  # noqa: E402
 from fuzz.features import features  # noqa: E402
 from fuzz.parallel import default_jobs, job_seed  # noqa: E402
 from fuzz.program import make_entry, save_entry  # noqa: E402
+from oracles.common import split_value_signature  # noqa: E402
 
 SEED_C_MESSAGES = re.compile(r"requires varying manual axes to match|should be of type `Manual`|too many values to "
                              r"unpack|pvary is a invariant->variant|dimension size")
@@ -97,7 +98,7 @@ def _value(*needed, any_of=()):
     (``oracles.common.value_signature``), so an op elsewhere in the program does not count.
     """
     def match(f, program):
-        used = set(f.signature.split(": ", 2)[-1].split("+"))
+        used = split_value_signature(f.signature)[2]
         return f.oracle == "differential" and set(needed) <= used and (not any_of or bool(used & set(any_of)))
     return match
 

@@ -122,6 +122,13 @@ def value_signature(oracle: str, kind: str, program: dict, calls: list) -> str:
     return f"{oracle}: {kind}: {'+'.join(sorted(used - {'multi_call'})) or 'plain'}"
 
 
+def split_value_signature(signature: str) -> tuple:
+    """(oracle, kind, set of feature names) of a signature made by :func:`value_signature`."""
+    oracle, _, rest = signature.partition(": ")
+    kind, _, feats = rest.partition(": ")
+    return oracle, kind, set(feats.split("+"))
+
+
 def resembling(signature: str, known: dict) -> list:
     """Known value findings that a new value finding may be a face of: sorted entry names.
 
@@ -133,16 +140,15 @@ def resembling(signature: str, known: dict) -> list:
     ``take`` in the next). Only a hint for the person triaging: the finding stays new
     until ``shardfuzz save --face-of`` says otherwise. Other oracles: always ``[]``.
     """
-    def split(sig):
-        oracle, _, rest = sig.partition(": ")
-        kind, _, feats = rest.partition(": ")
-        return oracle, kind, set(feats.split("+"))
-
-    oracle, kind, feats = split(signature)
+    oracle, kind, feats = split_value_signature(signature)
     if oracle not in LABELLED:
         return []
-    return sorted({name for sig, name in known.items()
-                   if split(sig)[:2] == (oracle, kind) and split(sig)[2] <= feats})
+    out = set()
+    for sig, name in known.items():
+        o, k, f = split_value_signature(sig)
+        if (o, k) == (oracle, kind) and f <= feats:
+            out.add(name)
+    return sorted(out)
 
 
 # Value oracles: their signature names what the failing calls use (value_signature), which
