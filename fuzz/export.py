@@ -110,6 +110,9 @@ DOCS = {
                   "`jax.sharding.auto_axes(f, out_sharding=...)` runs f with the mesh's axes in Auto mode (the "
                   "compiler chooses the shardings inside) and gives its results `out_sharding`; it does not change "
                   "values"),
+    "enable_checks": ("jax.enable_checks", "https://docs.jax.dev/en/latest/_autosummary/jax.enable_checks.html",
+                      "`jax_enable_checks` turns on invariant checking for JAX internals (e.g. every jaxpr a "
+                      "transform builds is type-checked); a valid program must pass those checks"),
     "jit": ("jax.jit", "https://docs.jax.dev/en/latest/_autosummary/jax.jit.html",
             "jit does not change what a function computes"),
     "jit_shardings": ("jax.jit in_shardings / out_shardings", "https://docs.jax.dev/en/latest/_autosummary/jax.jit.html",
@@ -515,7 +518,7 @@ def feature_docs(program: dict) -> list:
     for key in ("jit", "shard_map", "partial_manual", "check_vma_off", "vmap", "vmap_axis_name", "spmd_axis_name",
                 "grad", "value_and_grad", "vjp", "jvp", "linearize", "jacrev", "jacfwd", "checkpoint", "lax_map",
                 "scan", "cond", "fori_loop", "while_loop", "custom_vjp", "custom_jvp", "debug_callback",
-                "debug_print", "with_sharding_constraint", "device_put", "explicit_mesh", "auto_axes"):
+                "debug_print", "with_sharding_constraint", "device_put", "explicit_mesh", "auto_axes", "enable_checks"):
         if key in names:
             keys.append(key)
     if names & {"in_shardings", "out_shardings"}:

@@ -56,7 +56,7 @@ def features(program: dict) -> tuple:
     ``jax.checkpoint_policies.<name>``), in_shardings / out_shardings (a jit's),
     spmd_axis_name, vmap_axis_name, check_vma_off,
     partial_manual, capture (a function reads a variable of an enclosing
-    scope), multi_call, explicit_mesh, and what each op
+    scope), multi_call, explicit_mesh, enable_checks (the program runs with ``jax_enable_checks``), and what each op
     of the registry names (:meth:`fuzz.ops.base.Op.features`: each collective, wsum,
     io_callback_ordered, io_callback_unordered, io_callback_result, and the data
     movement ops under their JAX names). Depth: the most transforms on one path from a
@@ -71,4 +71,6 @@ def features(program: dict) -> tuple:
         out.add("multi_call")
     if program["mesh"]["axis_type"] == "explicit":
         out.add("explicit_mesh")
+    if program.get("checks"):
+        out.add("enable_checks")
     return out, depth

@@ -36,7 +36,7 @@ strictly decreases it, so a reduction terminates:
    ``axis_names`` / ``axis_name`` / ``spmd_axis_name`` / a checkpoint's ``policy`` /
    in_axes / out_axes; a loop's trip count ``n``;
    ``check_vma=False``; grad ``argnums``; ``value_and_grad``; input specs and nonzero
-   seeds; an Explicit mesh);
+   seeds; an Explicit mesh; ``checks``);
 4. ``names``: 0 when names are canonical (v1.., a1.., f0.., x0.., cb1..), else 1.
 
 **Passes** (:data:`PASSES`, cheapest first, repeated until a whole round accepts
@@ -61,7 +61,8 @@ addressed by a path of JSON keys from the program's root):
 8. ``params``: equation booleans to False, integers toward 0, lists lose an element;
    check_vma to True; axis_names, axis_name, spmd_axis_name, a checkpoint's policy,
    spec entries, in_axes / out_axes to null (or 0), a scan's carry entries to null; a
-   loop's trip count toward 0; input spec to null, seed to 0; mesh axis_type to auto.
+   loop's trip count toward 0; input spec to null, seed to 0; mesh axis_type to auto;
+   the program's ``checks`` (jax_enable_checks) off.
 
 After the fixed point, names are made canonical (:func:`canonical`) if the predicate
 still holds. Every candidate is first *repaired*: a step that changes a value's rank
@@ -226,7 +227,7 @@ def _value_score(v) -> int:
 def _size3(program: dict) -> tuple:
     m = program["mesh"]
     structure = len(program["calls"]) + len(program["functions"]) + len(program["inputs"]) + len(m["axis_names"])
-    params = int(m["axis_type"] != "auto")
+    params = int(m["axis_type"] != "auto") + int(bool(program.get("checks")))
     for c in program["calls"]:
         structure += len(c["args"]) + len(c["transforms"])
         params += _chain_score(c["transforms"])
@@ -1251,7 +1252,7 @@ def _pass_params(ix: _Index, call, start):
     lists lose an element; shard_map check_vma to True, axis_names to null, spec entries
     to null or one axis fewer, a jit's in_specs / out_specs (its shardings) to null; vmap axis_name / spmd_axis_name and checkpoint policy to
     null, in_axes / out_axes to 0 or null; a loop's trip count toward 0; input spec to null (or an entry), seed
-    to 0; mesh axis_type to auto."""
+    to 0; mesh axis_type to auto; the program's jax_enable_checks off (first)."""
     makes = []
 
     def setter(path, key, value):
@@ -1260,6 +1261,13 @@ def _pass_params(ix: _Index, call, start):
             _get(p, path)[key] = value
             return p, call
         return make
+
+    if ix.p.get("checks"):
+        def no_checks():
+            p = _copy(ix.p)
+            del p["checks"]
+            return p, call
+        makes.append(no_checks)
 
     for path, sc in ix.scopes.items():
         for i, eq in enumerate(sc.fn["eqns"]):

@@ -387,6 +387,8 @@ class _Renderer:
         ]
         if self.caps["shard_map"] != "jax":
             head.append("from jax.experimental.shard_map import shard_map")
+        if self.p.get("checks"):  # https://docs.jax.dev/en/latest/_autosummary/jax.enable_checks.html
+            head.append('jax.config.update("jax_enable_checks", True)')
         n_dev = 1
         for s in m["axis_sizes"]:
             n_dev *= s
@@ -954,6 +956,8 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
             '                                   + ["--xla_force_host_platform_device_count=8"])',
             'os.environ["JAX_PLATFORMS"] = "cpu"',
             "import jax"]
+    if program.get("checks") or any(h.get("checks") for h in history or ()):
+        head.append('jax.config.update("jax_enable_checks", True)  # JAX\'s internal invariant checks, as in its tests')
     if "jnp." in all_text:
         head.append("import jax.numpy as jnp")
     head.append("import numpy as np")

@@ -182,6 +182,14 @@ def run_program(jax, np, source: str, lower) -> list:
     All calls run first, in order, in one process state; lowerings come after, so that
     clearing caches for the second lowering cannot hide a bug that needs earlier calls.
     """
+    checks = jax.config.jax_enable_checks  # a program may turn JAX's checks on for itself only
+    try:
+        return _run_program(jax, np, source, lower)
+    finally:
+        jax.config.update("jax_enable_checks", checks)
+
+
+def _run_program(jax, np, source: str, lower) -> list:
     module = {"__name__": "shardfuzz_program"}
     exec(compile(source, "<program>", "exec"), module)
     log = module["CALLBACK_LOG"]
