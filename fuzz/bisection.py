@@ -103,8 +103,8 @@ def search(versions: list, verdict_of, anchors=()) -> dict:
     ``anchors``: versions to test first besides the two ends (the recorded release).
     Returns the ``releases`` record: ``tested`` {version: verdict} (oldest first),
     ``changes`` [{"last": v, "first": w, "from": verdict, "to": verdict}] between
-    neighbouring releases, ``first_affected``, ``last_unaffected``, ``fixed_in``,
-    ``last_affected`` (each a version or None), ``applicable`` [oldest, newest] release
+    neighbouring releases, ``affected``, ``first_affected``, ``last_unaffected``, ``fixed_in``,
+    ``last_affected`` (see :func:`conclusions`), ``applicable`` [oldest, newest] release
     where the program runs, ``range`` [first, last] and ``assumption``. Raises
     BisectError when no tested release can run the program.
     """
@@ -170,26 +170,50 @@ def search(versions: list, verdict_of, anchors=()) -> dict:
     for lo, hi in zip(points, points[1:]):
         split(lo, hi)
     changes.sort()
-    first_affected = last_unaffected = fixed_in = last_affected = None
-    if status(a) == "affected":
-        first_affected = versions[a]
-    for lo, hi in changes:
-        if status(hi) == "affected" and first_affected is None:
-            first_affected, last_unaffected = versions[hi], versions[lo]
-        if status(lo) == "affected" and status(hi) == "unaffected" and fixed_in is None:
-            fixed_in, last_affected = versions[hi], versions[lo]
-    return {
+    record = {
         "range": [versions[0], versions[-1]],
         "applicable": [versions[a], versions[b]],
         "tested": {v: tested[v] for v in versions if v in tested},
         "changes": [{"last": versions[lo], "first": versions[hi], "from": tested[versions[lo]],
                      "to": tested[versions[hi]]} for lo, hi in changes],
-        "first_affected": first_affected,
-        "last_unaffected": last_unaffected,
-        "fixed_in": fixed_in,
-        "last_affected": last_affected,
         "assumption": ASSUMPTION,
     }
+    return {**record, **conclusions(record)}
+
+
+def conclusions(record: dict) -> dict:
+    """What a ``releases`` record (``applicable``, ``tested``, ``changes``) says, for a maintainer.
+
+    Returns ``affected``: [[first, last], ...] the stretches of applicable releases that show
+    the finding, oldest first (between two changes the status is assumed constant);
+    ``first_affected`` and ``last_unaffected`` (the release before it, None when it is the
+    oldest applicable one): where the first stretch begins; ``fixed_in`` and
+    ``last_affected``: where the *last* stretch ends, None while the newest applicable
+    release is affected (a bug fixed in 0.7.1 that came back in 0.9.1 is open, not fixed).
+    """
+    first, last = record["applicable"]
+    tested = record["tested"]
+    ranges: list = []
+    status, start = _kind(tested[first]), first
+    for c in sorted(record["changes"], key=lambda c: version_tuple(c["first"])):
+        if status == "affected":
+            ranges.append([start, c["last"]])
+        status, start = _kind(c["to"]), c["first"]
+    if status == "affected":
+        ranges.append([start, last])
+    before = {c["first"]: c["last"] for c in record["changes"]}
+    after = {c["last"]: c["first"] for c in record["changes"]}
+    open_ = bool(ranges) and ranges[-1][1] == last
+    return {"affected": ranges,
+            "first_affected": ranges[0][0] if ranges else None,
+            "last_unaffected": before.get(ranges[0][0]) if ranges else None,
+            "fixed_in": None if open_ or not ranges else after.get(ranges[-1][1]),
+            "last_affected": None if open_ or not ranges else ranges[-1][1]}
+
+
+def affected_text(ranges: list) -> str:
+    """``[["0.7.0", "0.7.0"], ["0.9.1", "0.10.2"]]`` -> "0.7.0; 0.9.1 to 0.10.2" ("none" for [])."""
+    return "; ".join(a if a == b else f"{a} to {b}" for a, b in ranges) or "none"
 
 
 def summary(result: dict) -> list:
@@ -202,6 +226,8 @@ def summary(result: dict) -> list:
         since = (f"first affected {result['first_affected']}" + (f", last unaffected {result['last_unaffected']}"
                  if result["last_unaffected"] else " (the oldest applicable release tested)"))
         lines.append(since)
+        if len(result["affected"]) > 1:
+            lines.append(f"affected: {affected_text(result['affected'])} (fixed, then back)")
     else:
         lines.append("no tested release shows the finding")
     if result["fixed_in"]:

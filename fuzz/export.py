@@ -592,7 +592,17 @@ def _observed(run: Run, stdout_lines: int = 20, stderr_lines: int = 30) -> str:
 def _releases_text(releases: dict | None) -> str:
     if not releases:
         return "Not bisected yet (`shardfuzz bisect ENTRY` replays it on released versions)."
+    from fuzz.bisection import affected_text, conclusions
+
     lines = []
+    try:  # (derived again from what was tested: entries bisected before "affected" existed, hand-edited ones)
+        releases = {**releases, **conclusions(releases)}
+        lines.append(f"- affected releases: {affected_text(releases['affected'])}")
+        before = {c["first"]: c["last"] for c in releases["changes"]}
+        for first, _ in releases["affected"][1:]:  # fixed, then back: a regression
+            lines.append(f"- affected again from {first} (a regression; last unaffected {before.get(first)})")
+    except (KeyError, TypeError, ValueError, AttributeError):  # an entry's releases come from untrusted files
+        pass
     for key, label in (("first_affected", "first affected release"), ("last_unaffected", "last unaffected release"),
                        ("fixed_in", "fixed in"), ("last_affected", "last affected release")):
         if releases.get(key):

@@ -114,6 +114,39 @@ def test_recorded_release_finds_a_bug_introduced_and_fixed_inside_the_range():
     assert (r["fixed_in"], r["last_affected"]) == ("0.8.3", "0.8.2")
 
 
+def test_a_bug_fixed_then_back_is_open_with_two_affected_stretches():
+    # 0.7.0 affected, 0.7.1-0.9.0 not, again from 0.9.1 (seen on a corpus entry): not "fixed in 0.7.1"
+    verdict_of, _ = fake(lambda v: REPRODUCES if v == (0, 7, 0) or v >= (0, 9, 1) else
+                         NOT_APPLICABLE if v < (0, 7, 0) else DOES_NOT)
+    r = B.search(VERSIONS, verdict_of)
+    assert r["affected"] == [["0.7.0", "0.7.0"], ["0.9.1", "0.10.2"]]
+    assert r["first_affected"] == "0.7.0" and r["last_unaffected"] is None
+    assert r["fixed_in"] is None and r["last_affected"] is None
+    assert "affected: 0.7.0; 0.9.1 to 0.10.2" in "\n".join(B.summary(r))
+
+
+def test_affected_stretches_of_one_change_and_of_none():
+    r = B.search(VERSIONS, fake(lambda v: REPRODUCES if v <= (0, 6, 2) else DOES_NOT)[0])
+    assert r["affected"] == [["0.4.26", "0.6.2"]] and r["fixed_in"] == "0.7.0"
+    r = B.search(VERSIONS, fake(lambda v: DOES_NOT)[0])
+    assert r["affected"] == [] and r["first_affected"] is None and r["fixed_in"] is None
+    assert "no tested release shows the finding" in B.summary(r)
+
+
+def test_an_issue_text_says_which_releases_are_affected():
+    from fuzz.export import _releases_text
+
+    r = B.search(VERSIONS, fake(lambda v: REPRODUCES if v == (0, 7, 0) or v >= (0, 9, 1) else
+                                NOT_APPLICABLE if v < (0, 7, 0) else DOES_NOT)[0])
+    old = {k: v for k, v in r.items() if k != "affected"}  # an entry bisected before the field existed
+    old["fixed_in"] = "0.7.1"
+    for rec in (r, old):
+        text = _releases_text(rec)
+        assert "affected releases: 0.7.0; 0.9.1 to 0.10.2" in text and "fixed in" not in text, text
+        assert "affected again from 0.9.1 (a regression; last unaffected 0.9.0)" in text, text
+    assert "- tested:" in _releases_text({"tested": {"0.4.26": "x"}, "changes": "not a list"})  # untrusted: no raise
+
+
 def test_nothing_applicable_is_an_error():
     verdict_of, _ = fake(lambda v: NOT_APPLICABLE)
     with pytest.raises(B.BisectError, match="not applicable on any tested release"):
@@ -189,7 +222,9 @@ def test_a_program_that_fails_on_both_ends_but_runs_in_the_middle_is_not_called_
     0.4.26-0.4.35 and 0.8.0-0.10.2, runs on 0.4.36-0.7.2): the newest release of each minor series is tested."""
     verdict_of, calls = fake(lambda v: DOES_NOT if (0, 4, 36) <= v < (0, 8, 0) else REPRODUCES)
     r = B.search(VERSIONS, verdict_of)
-    assert (r["first_affected"], r["fixed_in"], r["last_affected"]) == ("0.4.26", "0.4.36", "0.4.35")
+    # open on the newest release: not "fixed in 0.4.36"
+    assert (r["first_affected"], r["fixed_in"], r["last_affected"]) == ("0.4.26", None, None)
+    assert r["affected"] == [["0.4.26", "0.4.35"], ["0.8.0", "0.10.2"]]
     assert [(c["last"], c["first"]) for c in r["changes"]] == [("0.4.35", "0.4.36"), ("0.7.2", "0.8.0")]
     assert {"0.5.3", "0.6.2", "0.7.2", "0.8.3", "0.9.2"} <= set(r["tested"])
     assert "minor series" in r["assumption"]
