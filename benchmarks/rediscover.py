@@ -114,13 +114,36 @@ def _raises(*needed, any_of=(), message=None):
     return match
 
 
+def _at_chain(program) -> bool:
+    """Whether some function of ``program`` applies an .at[] update to the result of another,
+    one with a slice index and the other with an integer (static or traced) index."""
+    def walk(fn) -> bool:
+        made = {}
+        for e in fn["eqns"]:
+            if e["op"] in AT_UPDATES:
+                first = made.get(e["args"][0])
+                if first is not None and isinstance(first["index"], list) != isinstance(e["index"], list):
+                    return True
+                made.update((o, e) for o in e["outs"])
+            if e["op"] == "call" and walk(e["fn"]):
+                return True
+        return False
+    return any(walk(fn) for fn in program["functions"].values())
+
+
+def kind_18434(f, program) -> bool:
+    """A wrong value under jit from calls with .at[] updates, two of them chained as in the report
+    (a single .at[] on a sharding-constrained constant is another bug: differential-b909f86363df)."""
+    return _value("jit", any_of=AT_UPDATES)(f, program) and _at_chain(program)
+
+
 def kind_25699(f, program) -> bool:
     return f.oracle == "crash" and {"axis_index", "partial_manual"} <= features(program)[0]
 
 
 KINDS = {"A": kind_a, "B": kind_b, "C": kind_c,
          "jax-21403": _value("jit", any_of=CUMULATIVE),
-         "jax-18434": _value("jit", any_of=AT_UPDATES),
+         "jax-18434": kind_18434,
          "xla-49122": _value("dynamic_slice"),
          # the report's message; on 0.6.1 jacrev in a shard_map body with check_vma on raises it
          # for any function, even sin (checked by hand, session 9); without the message an

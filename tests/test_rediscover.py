@@ -44,3 +44,20 @@ def test_jax_29832_needs_the_reports_message():
     assert match(Finding("internal-error", "builtins.ValueError", report), p)
     assert not match(Finding("internal-error", "builtins.NotImplementedError",
                              "Eager evaluation of `closed_call` inside a `shard_map` isn't yet supported."), p)
+
+
+def test_jax_18434_needs_two_chained_updates_of_both_index_kinds():
+    """A single .at[].set under jit (the sharding-constrained constant of differential-b909f86363df)
+    is another bug; the report chains a slice-index update and an integer-index one."""
+    def prog(second_index):
+        eqns = [eqn("at_set", ["a", "c"], ["b"], index=[0, 2])]
+        if second_index is not None:
+            eqns.append(eqn("at_set", ["b", "c"], ["d"], index=second_index))
+        body = fn(["a", "c"], eqns, [eqns[-1]["outs"][0]])
+        return program(inputs=[("x", (8, 4), 1), ("y", (), 2)], functions={"f": body},
+                       calls=[{"function": "f", "transforms": [{"kind": "jit"}], "args": ["x", "y"]}])
+    match = rediscover.KINDS["jax-18434"]
+    both = prog(3)
+    assert match(_wrong(both, [0]), both)
+    for other in (prog(None), prog([1, 3])):  # one update; two with slice indices
+        assert not match(_wrong(other, [0]), other)
