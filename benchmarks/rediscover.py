@@ -114,27 +114,31 @@ def _raises(*needed, any_of=(), message=None):
     return match
 
 
-def _at_chain(program) -> bool:
-    """Whether some function of ``program`` applies an .at[] update to the result of another,
-    one with a slice index and the other with an integer (static or traced) index."""
-    def walk(fn) -> bool:
-        made = {}
-        for e in fn["eqns"]:
-            if e["op"] in AT_UPDATES:
-                first = made.get(e["args"][0])
-                if first is not None and isinstance(first["index"], list) != isinstance(e["index"], list):
-                    return True
-                made.update((o, e) for o in e["outs"])
-            if e["op"] == "call" and walk(e["fn"]):
+def _at_chain(fn: dict, made: dict | None = None) -> bool:
+    """Whether function ``fn`` (or a function nested in it, which may read its values) applies
+    an .at[] update to the result of another, one with a slice index and the other with an
+    integer (static or traced) index, in either order (both orders are wrong on 0.10.2)."""
+    made = dict(made or {})
+    for e in fn["eqns"]:
+        if e["op"] in AT_UPDATES:
+            first = made.get(e["args"][0])
+            if first is not None and isinstance(first["index"], list) != isinstance(e["index"], list):
                 return True
-        return False
-    return any(walk(fn) for fn in program["functions"].values())
+            made.update((o, e) for o in e["outs"])
+        if e["op"] == "call" and _at_chain(e["fn"], made):
+            return True
+    return False
 
 
 def kind_18434(f, program) -> bool:
-    """A wrong value under jit from calls with .at[] updates, two of them chained as in the report
-    (a single .at[] on a sharding-constrained constant is another bug: differential-b909f86363df)."""
-    return _value("jit", any_of=AT_UPDATES)(f, program) and _at_chain(program)
+    """A wrong value under jit from a call with two chained .at[] updates as in the report (a
+    single .at[] on a sharding-constrained constant is another bug: differential-b909f86363df).
+    The chain must be in the failing call's function (``f.call``)."""
+    calls = program["calls"]
+    if not (isinstance(f.call, int) and 0 <= f.call < len(calls)):
+        return False
+    return (_value("jit", any_of=AT_UPDATES)(f, program)
+            and _at_chain(program["functions"][calls[f.call]["function"]]))
 
 
 def kind_25699(f, program) -> bool:

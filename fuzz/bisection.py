@@ -34,7 +34,9 @@ from fuzz.replay import DOES_NOT, NOT_APPLICABLE, REPRODUCES
 from fuzz.util import version_tuple
 
 FAILS_DIFFERENTLY = "fails differently"
+VERSION = re.compile(r"\d+\.\d+\.\d+")  # a release as bisect names it (X.Y.Z)
 AFFECTED = (REPRODUCES, FAILS_DIFFERENTLY)
+VERDICTS = (REPRODUCES, FAILS_DIFFERENTLY, DOES_NOT, NOT_APPLICABLE)  # what bisect writes for a tested release
 ASSUMPTION = ("at most one change of status between two tested releases (the newest release of every minor "
               "series is tested); not applicable releases form a prefix or a suffix of the range")
 
@@ -190,19 +192,46 @@ def conclusions(record: dict) -> dict:
     oldest applicable one): where the first stretch begins; ``fixed_in`` and
     ``last_affected``: where the *last* stretch ends, None while the newest applicable
     release is affected (a bug fixed in 0.7.1 that came back in 0.9.1 is open, not fixed).
+    A record comes from a corpus file (untrusted): ValueError unless every release in it is
+    an X.Y.Z version and every verdict a string; changes that do not change whether the
+    finding shows, or lie outside the applicable releases, are ignored.
     """
-    first, last = record["applicable"]
+    def version(v) -> str:
+        if not (isinstance(v, str) and VERSION.fullmatch(v)):
+            raise ValueError(f"{str(v)[:20]!r} is not an X.Y.Z release")
+        return v
+
+    first, last = (version(v) for v in record["applicable"])
     tested = record["tested"]
+    if not isinstance(tested, dict) or not all(isinstance(x, str) for x in tested.values()):
+        raise ValueError("tested is not a mapping of releases to verdicts")
+    for v in tested:
+        version(v)
+    lo, hi = version_tuple(first), version_tuple(last)
+    changes = []
+    for c in record["changes"]:
+        a, b = version(c["last"]), version(c["first"])
+        if not (isinstance(c["from"], str) and isinstance(c["to"], str)):
+            raise ValueError("a change's verdicts are not strings")
+        if lo <= version_tuple(a) < version_tuple(b) <= hi and {_kind(c["from"]), _kind(c["to"])} == {
+                "affected", "unaffected"}:
+            changes.append(c)
+    changes.sort(key=lambda c: version_tuple(c["first"]))
     ranges: list = []
     status, start = _kind(tested[first]), first
-    for c in sorted(record["changes"], key=lambda c: version_tuple(c["first"])):
+    for c in changes:
+        to = _kind(c["to"])
+        if to == status:
+            continue  # (a hand-edited record: no change of status here)
         if status == "affected":
             ranges.append([start, c["last"]])
-        status, start = _kind(c["to"]), c["first"]
+        else:
+            start = c["first"]
+        status = to
     if status == "affected":
         ranges.append([start, last])
-    before = {c["first"]: c["last"] for c in record["changes"]}
-    after = {c["last"]: c["first"] for c in record["changes"]}
+    before = {c["first"]: c["last"] for c in changes}
+    after = {c["last"]: c["first"] for c in changes}
     open_ = bool(ranges) and ranges[-1][1] == last
     return {"affected": ranges,
             "first_affected": ranges[0][0] if ranges else None,

@@ -589,33 +589,34 @@ def _observed(run: Run, stdout_lines: int = 20, stderr_lines: int = 30) -> str:
     return ("\n".join(parts) or "(no output)") + f"\n(exit status {run.returncode})"
 
 
-def _releases_text(releases: dict | None) -> str:
+def _releases_text(releases) -> str:
+    """The "affected releases" part of ISSUE.md from an entry's ``releases`` record (untrusted:
+    only X.Y.Z releases and known verdicts are printed; a malformed record says so)."""
+    from fuzz.bisection import ASSUMPTION, VERDICTS, affected_text, conclusions
+
     if not releases:
         return "Not bisected yet (`shardfuzz bisect ENTRY` replays it on released versions)."
-    from fuzz.bisection import affected_text, conclusions
-
-    lines = []
     try:  # (derived again from what was tested: entries bisected before "affected" existed, hand-edited ones)
-        releases = {**releases, **conclusions(releases)}
-        lines.append(f"- affected releases: {affected_text(releases['affected'])}")
-        before = {c["first"]: c["last"] for c in releases["changes"]}
-        for first, _ in releases["affected"][1:]:  # fixed, then back: a regression
-            lines.append(f"- affected again from {first} (a regression; last unaffected {before.get(first)})")
-    except (KeyError, TypeError, ValueError, AttributeError):  # an entry's releases come from untrusted files
-        pass
+        r = conclusions(releases)
+        changes = releases["changes"]
+        tested = releases["tested"]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return "The entry's release record is malformed (`shardfuzz bisect ENTRY` writes it again)."
+    lines = [f"- affected releases: {affected_text(r['affected'])}"]
+    before = {c["first"]: c["last"] for c in changes}
+    for first, _ in r["affected"][1:]:  # fixed, then back: a regression
+        lines.append(f"- affected again from {first} (a regression; last unaffected {before.get(first)})")
     for key, label in (("first_affected", "first affected release"), ("last_unaffected", "last unaffected release"),
                        ("fixed_in", "fixed in"), ("last_affected", "last affected release")):
-        if releases.get(key):
-            lines.append(f"- {label}: {releases[key]}")
-    tested = releases.get("tested") or {}
-    if isinstance(tested, dict) and tested:
-        from fuzz.util import version_tuple
+        if r.get(key):
+            lines.append(f"- {label}: {r[key]}")
+    from fuzz.util import version_tuple
 
-        order = sorted(tested, key=lambda v: version_tuple(str(v)))  # (entries are written with sorted keys)
-        lines.append("- tested: " + ", ".join(f"{v}: {tested[v]}" for v in order))
-    if releases.get("assumption"):
-        lines.append(f"- bisect assumes {releases['assumption']}")
-    return "\n".join(lines) or "No release information."
+    shown = sorted((v for v in tested if tested[v] in VERDICTS), key=lambda v: version_tuple(v))
+    if shown:
+        lines.append("- tested: " + ", ".join(f"{v}: {tested[v]}" for v in shown))
+    lines.append(f"- bisect assumes {ASSUMPTION}")
+    return "\n".join(lines)
 
 
 def issue_text(case: Case, source: str, run: Run, env_info: str, jax_version: str) -> str:

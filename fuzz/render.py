@@ -728,11 +728,17 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
 
     rr = _ReproRenderer(program, caps, record=oracle == "callbacks")
     body = rr.definitions(kept, "")
+    # jax_enable_checks as the worker ran each program (it restores the setting after each):
+    # one line at the top when all had it, else one per program when some did
+    checks = [bool(h.get("checks")) for h in history] + [bool(program.get("checks"))]
+    checks_each = len(set(checks)) > 1
     earlier_lines = []  # statements that run calls for the state they leave
     for i, h in enumerate(history, 1):
         hr = _ReproRenderer(h, caps, record=False)
         fn = _HISTORY.format(i)
         earlier_lines += ["", "", f"def {fn}():  # an earlier program the finding needs, run first in this process"]
+        if checks_each:
+            earlier_lines.append(f'    jax.config.update("jax_enable_checks", {bool(h.get("checks"))})')
         earlier_lines += [ln for ln in hr.definitions(h["calls"], "    ") if ln.strip()]
         runs = [f"    run_earlier({f'program {i}, ' + _call_label(j, c)!r}, {hr.call_expr(c)}, {hr.args_src(c)})"
                 for j, c in enumerate(h["calls"])]
@@ -768,6 +774,8 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
     if oracle in ("crash", "hang") or any(ln.startswith("run_earlier(") for ln in tail):
         helpers.add("run_earlier")
     first_lines = [f"{_HISTORY.format(i)}()" for i in range(1, len(history) + 1)]  # (not under this mesh)
+    if checks_each:
+        first_lines.append(f'jax.config.update("jax_enable_checks", {checks[-1]})  # as the fuzzer ran this program')
     if history:
         helpers.add("run_earlier")
     if oracle == "hang":
@@ -956,7 +964,7 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
             '                                   + ["--xla_force_host_platform_device_count=8"])',
             'os.environ["JAX_PLATFORMS"] = "cpu"',
             "import jax"]
-    if program.get("checks") or any(h.get("checks") for h in history or ()):
+    if all(checks):
         head.append('jax.config.update("jax_enable_checks", True)  # JAX\'s internal invariant checks, as in its tests')
     if "jnp." in all_text:
         head.append("import jax.numpy as jnp")

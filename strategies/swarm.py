@@ -23,7 +23,7 @@ which starves every collective over a mesh axis.
 The names are those ``strategies.programs.programs`` accepts in ``disabled``: the ops of
 the registry (fuzz/ops/), the transforms (``fuzz.typecheck.TRANSFORMS``), "call" and the
 options of ``strategies.programs.OPTIONS`` (an Explicit mesh, spmd_axis_name, a vmap's
-axis_name, a partial-manual shard_map, check_vma=False, capture). Without the options, a
+axis_name, a partial-manual shard_map, check_vma=False, capture, jax_enable_checks). Without the options, a
 known bug that needs one (an Explicit mesh, say) could only be avoided through the
 transforms it shares with many others (vmap, shard_map).
 """

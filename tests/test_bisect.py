@@ -144,7 +144,27 @@ def test_an_issue_text_says_which_releases_are_affected():
         text = _releases_text(rec)
         assert "affected releases: 0.7.0; 0.9.1 to 0.10.2" in text and "fixed in" not in text, text
         assert "affected again from 0.9.1 (a regression; last unaffected 0.9.0)" in text, text
-    assert "- tested:" in _releases_text({"tested": {"0.4.26": "x"}, "changes": "not a list"})  # untrusted: no raise
+    # untrusted records: never a raise, never their text in the issue
+    assert "malformed" in _releases_text({"tested": {"0.4.26": "x"}, "changes": "not a list"})
+    hostile = {**r, "applicable": ["0.7.0", "0.10.2\n\n## Fixed in 0.11 <img src=x>"]}
+    assert "malformed" in _releases_text(hostile) and "img" not in _releases_text(hostile)
+    odd = {**r, "tested": {**r["tested"], "0.4.26": "<script>"}}
+    assert "<script>" not in _releases_text(odd)
+
+
+def test_conclusions_of_hand_edited_records():
+    """Changes that do not flip affected / unaffected, or lie outside the applicable releases,
+    change nothing; unsorted changes are sorted."""
+    tested = {"0.6.0": REPRODUCES, "0.7.0": B.FAILS_DIFFERENTLY, "0.8.0": DOES_NOT, "0.9.0": REPRODUCES}
+    changes = [{"last": "0.8.0", "first": "0.9.0", "from": DOES_NOT, "to": REPRODUCES},
+               {"last": "0.6.0", "first": "0.7.0", "from": REPRODUCES, "to": B.FAILS_DIFFERENTLY},
+               {"last": "0.7.0", "first": "0.8.0", "from": B.FAILS_DIFFERENTLY, "to": DOES_NOT},
+               {"last": "0.5.0", "first": "0.5.1", "from": DOES_NOT, "to": NOT_APPLICABLE},
+               {"last": "0.9.0", "first": "0.9.1", "from": REPRODUCES, "to": DOES_NOT}]
+    r = B.conclusions({"applicable": ["0.6.0", "0.9.0"], "tested": tested, "changes": changes})
+    assert r["affected"] == [["0.6.0", "0.7.0"], ["0.9.0", "0.9.0"]] and r["fixed_in"] is None
+    with pytest.raises(ValueError):
+        B.conclusions({"applicable": ["0.6.0", "0.9"], "tested": tested, "changes": []})
 
 
 def test_nothing_applicable_is_an_error():

@@ -110,3 +110,17 @@ def test_a_repro_turns_checks_on_when_its_program_does():
     assert LINE in render_repro(p, NEWEST_CAPS, finding)
     del p["checks"]
     assert LINE not in render_repro(p, NEWEST_CAPS, finding)
+
+
+def test_a_crash_repro_runs_each_earlier_program_with_its_own_checks():
+    p = checked_program()
+    h = checked_program()
+    del p["checks"]
+    finding = {"oracle": "crash", "kind": "SIGABRT", "message": "m", "call": None}
+    src = render_repro(p, NEWEST_CAPS, finding, history=[h])
+    earlier = src[src.index("def earlier_program_1"):]
+    assert 'jax.config.update("jax_enable_checks", True)' in earlier.splitlines()[1]
+    assert src.index('jax.config.update("jax_enable_checks", False)') > src.index("earlier_program_1()")
+    p["checks"] = True  # all with checks: one line at the top
+    src = render_repro(p, NEWEST_CAPS, finding, history=[h])
+    assert src.count("jax_enable_checks") == 1 and src.index(LINE) < src.index("def earlier_program_1")

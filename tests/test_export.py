@@ -59,8 +59,10 @@ def invoke(args):
 def test_export_of_an_entry_writes_a_verified_repro_and_issue(found, tmp_path):
     p, finding, caps = found["sdy"]
     entry = make_entry(finding, p, caps)
-    entry["releases"] = {"first_affected": "0.10.0", "last_unaffected": "0.9.2",
-                         "tested": {"0.9.2": "does not reproduce", "0.10.0": "reproduces"}}
+    entry["releases"] = {"first_affected": "0.10.0", "last_unaffected": "0.9.2", "applicable": ["0.9.2", "0.10.0"],
+                         "tested": {"0.9.2": "does not reproduce", "0.10.0": "reproduces"},
+                         "changes": [{"last": "0.9.2", "first": "0.10.0", "from": "does not reproduce",
+                                      "to": "reproduces"}]}
     path = write_entry(tmp_path / "internal-error-sdy.json", entry)
     out = tmp_path / "out"
     r = invoke([path, "--out", out])

@@ -12,8 +12,8 @@ from helpers import eqn, fn, program  # noqa: E402
 
 
 def _wrong(program_, calls):
-    return Finding("differential", "wrong-value", "x", signature=value_signature("differential", "wrong-value",
-                                                                                 program_, calls))
+    return Finding("differential", "wrong-value", "x", call=calls[0],
+                   signature=value_signature("differential", "wrong-value", program_, calls))
 
 
 def test_value_matchers_look_at_the_failing_calls_only():
@@ -61,3 +61,15 @@ def test_jax_18434_needs_two_chained_updates_of_both_index_kinds():
     assert match(_wrong(both, [0]), both)
     for other in (prog(None), prog([1, 3])):  # one update; two with slice indices
         assert not match(_wrong(other, [0]), other)
+    # the chain in another call's function, which gave the right value, does not count
+    mixed = prog(None)
+    mixed["functions"]["g"] = both["functions"]["f"]
+    mixed["calls"].append({"function": "g", "transforms": [{"kind": "jit"}], "args": ["x", "y"]})
+    assert not match(_wrong(mixed, [0]), mixed) and match(_wrong(mixed, [1]), mixed)
+    # a nested function updating the outer update's result (read by capture) is a chain too
+    inner = fn(["e"], [eqn("at_set", ["b", "e"], ["g"], index=3)], ["g"])
+    outer = fn(["a", "c"], [eqn("at_set", ["a", "c"], ["b"], index=[0, 2]),
+                            eqn("call", ["c"], ["h"], transforms=[{"kind": "jit"}], fn=inner)], ["h"])
+    nested = program(inputs=[("x", (8, 4), 1), ("y", (), 2)], functions={"f": outer},
+                     calls=[{"function": "f", "transforms": [{"kind": "jit"}], "args": ["x", "y"]}])
+    assert match(_wrong(nested, [0]), nested)
