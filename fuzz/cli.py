@@ -482,8 +482,9 @@ def save(report_path, indexes, triage, corpus_dir, face_of):
             if not triage:
                 raise CorpusError("--face-of needs --triage: say why these findings are that entry's bug")
             entry = load_entry(face_of)
-            if any(e["oracle"] != entry["oracle"] for e in entries):
-                raise CorpusError(f"--face-of {face_of}: a face must come from the same oracle ({entry['oracle']})")
+            if any(_face_group(e["oracle"]) != _face_group(entry["oracle"]) for e in entries):
+                raise CorpusError(f"--face-of {face_of}: a face must come from the same oracle ({entry['oracle']}), "
+                                  f"or both from the oracles of a program's outcome ({', '.join(OUTCOME_ORACLES)})")
             write_entry(face_of, add_faces(entry, [e["signature"] for e in entries], triage))
             click.echo(f"{face_of}: {len(entries)} face(s) added")
             return
@@ -494,6 +495,17 @@ def save(report_path, indexes, triage, corpus_dir, face_of):
     except (ValueError, RecursionError) as e:  # json.JSONDecodeError and CorpusError are ValueErrors
         msg = str(e) if isinstance(e, CorpusError) else f"{report_path} is not a JSON report ({e})"
         _fail(" ".join(msg.split())[:300])
+
+
+# One root cause may show through several of these oracles: a batching rule that gives a
+# wrong shape is a wrong value in one program and an internal error of the autodiff that
+# consumes it in another (differential-83bfe5218ca5). Crashes, hangs and lowerings that
+# differ are judged apart (fresh processes), so their faces stay within their oracle.
+OUTCOME_ORACLES = ("differential", "metamorphic", "callbacks", "internal-error")
+
+
+def _face_group(oracle: str) -> str:
+    return "outcome" if oracle in OUTCOME_ORACLES else oracle
 
 
 @main.command()

@@ -111,7 +111,7 @@ def test_a_face_of_a_known_bug_is_kept_in_its_entry_and_known_to_campaigns(tmp_p
     r = _cli("save", str(report), "--finding", "1", "--face-of", str(path), cwd=tmp_path)
     assert r.returncode == 2 and "--triage" in r.stderr  # a face is a triage decision: say why
     r = _cli("save", str(report), "--finding", "2", "--face-of", str(path), "--triage", "t", cwd=tmp_path)
-    assert r.returncode == 2 and "same oracle" in r.stderr and load_entry(path).get("faces") is None
+    assert r.returncode == 2 and "same oracle" in r.stderr and load_entry(path).get("faces") is None  # a crash
     r = _cli("save", str(report), "--finding", "1", "--face-of", str(path), "--triage", "same raise site",
              cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -125,3 +125,19 @@ def test_a_face_of_a_known_bug_is_kept_in_its_entry_and_known_to_campaigns(tmp_p
     merged = _merge(load_entry(path), gone)
     assert merged["faces"] == ["internal-error: kind: message 2", "internal-error: kind: message 9",
                                "internal-error: kind: message 8"]
+
+
+def test_a_face_may_come_from_another_oracle_of_the_programs_outcome(tmp_path):
+    """A wrong shape from a batching rule is a wrong value in one program and an internal error
+    of the autodiff that consumes it in another: one root cause, one entry."""
+    from fuzz.program import known_signatures, corpus_files
+
+    corpus = tmp_path / "c"
+    [(path, _)] = save_entries(corpus, entries_from_report({**REPORT, "findings": [finding("differential", 1)]},
+                                                           [], "the bug", "r.json"))
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps({**REPORT, "findings": [finding("internal-error", 2)]}))
+    r = _cli("save", str(report), "--face-of", str(path), "--triage", "the cotangent gets the wrong shape",
+             cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "internal-error: kind: message 2" in known_signatures(corpus_files(corpus))
