@@ -230,7 +230,7 @@ def conclusions(record: dict) -> dict:
         status = to
     if status == "affected":
         ranges.append([start, last])
-    before = {c["first"]: c["last"] for c in changes}
+    before = last_unaffected(changes)
     after = {c["last"]: c["first"] for c in changes}
     open_ = bool(ranges) and ranges[-1][1] == last
     return {"affected": ranges,
@@ -238,6 +238,11 @@ def conclusions(record: dict) -> dict:
             "last_unaffected": before.get(ranges[0][0]) if ranges else None,
             "fixed_in": None if open_ or not ranges else after.get(ranges[-1][1]),
             "last_affected": None if open_ or not ranges else ranges[-1][1]}
+
+
+def last_unaffected(changes: list) -> dict:
+    """{release where a change begins: the release tested just before it} of a record's ``changes``."""
+    return {c["first"]: c["last"] for c in changes}
 
 
 def affected_text(ranges: list) -> str:

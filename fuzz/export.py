@@ -592,7 +592,8 @@ def _observed(run: Run, stdout_lines: int = 20, stderr_lines: int = 30) -> str:
 def _releases_text(releases) -> str:
     """The "affected releases" part of ISSUE.md from an entry's ``releases`` record (untrusted:
     only X.Y.Z releases and known verdicts are printed; a malformed record says so)."""
-    from fuzz.bisection import ASSUMPTION, VERDICTS, affected_text, conclusions
+    from fuzz.bisection import ASSUMPTION, VERDICTS, affected_text, conclusions, last_unaffected
+    from fuzz.util import version_tuple
 
     if not releases:
         return "Not bisected yet (`shardfuzz bisect ENTRY` replays it on released versions)."
@@ -603,15 +604,13 @@ def _releases_text(releases) -> str:
     except (KeyError, TypeError, ValueError, AttributeError):
         return "The entry's release record is malformed (`shardfuzz bisect ENTRY` writes it again)."
     lines = [f"- affected releases: {affected_text(r['affected'])}"]
-    before = {c["first"]: c["last"] for c in changes}
+    before = last_unaffected(changes)
     for first, _ in r["affected"][1:]:  # fixed, then back: a regression
         lines.append(f"- affected again from {first} (a regression; last unaffected {before.get(first)})")
     for key, label in (("first_affected", "first affected release"), ("last_unaffected", "last unaffected release"),
                        ("fixed_in", "fixed in"), ("last_affected", "last affected release")):
         if r.get(key):
             lines.append(f"- {label}: {r[key]}")
-    from fuzz.util import version_tuple
-
     shown = sorted((v for v in tested if tested[v] in VERDICTS), key=lambda v: version_tuple(v))
     if shown:
         lines.append("- tested: " + ", ".join(f"{v}: {tested[v]}" for v in shown))
