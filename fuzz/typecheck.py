@@ -755,6 +755,26 @@ def check_committed(program: dict, transforms: list, args: list) -> None:
                  "a jit's in_shardings differ from the sharding of an input it takes (ValueError in JAX)")
 
 
+def nesting_recorder(seen: dict, on_eqn=None):
+    """An ``on_eqn`` that refuses a nested shard_map typed both inside and outside a shard_map.
+
+    A top-level function may be called by several calls (e.g. with and without its outer
+    shard_map: :func:`strategies.programs.chain_variants`) but is rendered once; a shard_map
+    in its body renders ``mesh=mesh`` outside a shard_map and takes the partly manual mesh
+    from the context inside one (jax 0.10.2 ``shard_map._shmap_checks`` refuses a concrete
+    mesh whose axis types differ from the context's). ``seen`` ({id(eqn): inside}) is
+    shared by the calls to compare; ``on_eqn`` is called after the check.
+    """
+    def note(eqn, ctx, args):
+        if eqn["op"] == "call" and any(t.get("kind") == "shard_map" for t in eqn["transforms"]):
+            inside = bool(ctx.manual)
+            _require(seen.setdefault(id(eqn), inside) == inside,
+                     "a function whose body has a shard_map is called both inside and outside a shard_map")
+        if on_eqn is not None:
+            on_eqn(eqn, ctx, args)
+    return note
+
+
 def check_program(program: dict, on_eqn=None, caps: dict | None = None) -> list:
     """Type-check every call of a program; returns each call's result types.
 
@@ -766,6 +786,7 @@ def check_program(program: dict, on_eqn=None, caps: dict | None = None) -> list:
     ctx = root_ctx(program, caps)
     inputs = input_types(program)
     out = []
+    on_eqn = nesting_recorder({}, on_eqn)
     for call in program["calls"]:
         fn = program["functions"].get(call["function"])
         _require(fn is not None, f"call of unknown function {str(call['function'])[:40]!r}")

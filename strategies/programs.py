@@ -564,10 +564,15 @@ def chain_variants(program: dict, call: dict, caps: dict | None = None, disabled
     ctx = T.root_ctx(program, caps)
     inputs = T.input_types(program)
     fn = program["functions"][call["function"]]
+    args = [inputs[a] for a in call["args"]]
+    # the function is rendered once for all its calls: a shard_map in its body must stay
+    # inside (or outside) a shard_map in every one (T.nesting_recorder)
+    seen: dict = {}
+    T.call_types(chain, fn, ctx, args, inputs, T.nesting_recorder(seen))
     for c in cands:
         try:
             T.check_committed(program, c, call["args"])
-            T.call_types(c, fn, ctx, [inputs[a] for a in call["args"]], inputs)
+            T.call_types(c, fn, ctx, args, inputs, T.nesting_recorder(dict(seen)))
         except T.ProgramError:
             continue
         ok.append(c)
