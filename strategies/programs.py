@@ -100,6 +100,8 @@ class _Gen:
         self.glues = [op for op in O.REGISTRY.values() if _defines(op, "as_rank1") and op.name not in disabled]
         # ops that add two scalar losses (Op.as_sum): a grad's loss over several results
         self.adders = [op for op in O.REGISTRY.values() if _defines(op, "as_sum") and op.name not in disabled]
+        # ops that multiply two scalar losses (Op.as_product): a term the arguments do not reach scales one they do
+        self.scalers = [op for op in O.REGISTRY.values() if _defines(op, "as_product") and op.name not in disabled]
         # some glue is valid everywhere: a call's arguments need not be safe values (see _safe)
         self.glue_always = any(op.grad_ok and op.explicit_ok for op in self.glues)
 
@@ -381,8 +383,16 @@ class _Gen:
                 chosen = cands[:3]  # every sink (up to 3) reaches the loss: no dead code under grad
             else:
                 chosen = [draw(st.sampled_from(cands))]
+            # the values the parameters reach: a loss term of the others (captured values
+            # only) is a constant under grad; added to the loss, its value cannot reach the
+            # gradient (a ppermute mutant stayed silent so), multiplied it scales it
+            reached = set(params)
+            for e in eqns:
+                if _reads([e]) & reached:
+                    reached.update(e["outs"])
             total = None
             for r in chosen:
+                on_params = r in reached
                 if local[r].rank:
                     # e.g. a plain sum (all-ones cotangent) or a seeded weighted sum (a random one)
                     s = self.var()
@@ -390,12 +400,15 @@ class _Gen:
                     eqns.append(e)
                     (local[s],) = T.eqn_types(e, [local[r]], ctx)
                     r = s
-                if total is not None:  # the losses of the sinks added up
+                if total is not None:  # the losses of the sinks added up (or scaled, see above)
                     s = self.var()
-                    e = self.adders[0].as_sum(total, r, s)
+                    scale = self.scalers and (on_params != (total in reached))
+                    e = (self.scalers[0].as_product if scale else self.adders[0].as_sum)(total, r, s)
                     eqns.append(e)
                     (local[s],) = T.eqn_types(e, [local[total], local[r]], ctx)
                     r = s
+                if on_params or total in reached:
+                    reached.add(r)
                 total = r
             results = [total]
         else:

@@ -476,3 +476,31 @@ def test_a_body_with_a_shard_map_is_called_inside_or_outside_a_shard_map_not_bot
     assert [] not in chain_variants(both, both["calls"][0])  # the generator does not offer it
     for calls in ([call("f0", [OUTER], ["x0"])], [call("f0", [], ["x0"]), call("f0", [JIT], ["x0"])]):
         agree_with_jax(worker, nested_shard_map_program(calls))  # each alone is valid
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_a_grad_loss_scales_the_terms_the_parameters_do_not_reach(data):
+    # a term of captured values only, added to a loss, is a constant under grad: its value
+    # cannot reach the gradient (a seeded ppermute mutant stayed silent so). Such a term
+    # scales the others (mul) instead; terms on the same side are added.
+    import fuzz.ops.elementwise as E
+    from fuzz import typecheck as T
+    from strategies.programs import _Gen, _reads
+
+    calls = []
+    record = lambda kind: lambda self, a, b, out: (calls.append((kind, a, b)),  # noqa: E731
+                                                   {"op": self.name, "args": [a, b], "outs": [out]})[1]
+    p = program(mesh=(("x", 2),), inputs=[("x0", (4,), 0)])
+    g = _Gen(data.draw, NEWEST_CAPS, max_depth=1, max_eqns=4)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(E.Add, "as_sum", record("sum"))
+        mp.setattr(E.Mul, "as_product", record("product"))
+        body, _ = g.function(T.root_ctx(p), [T.Ty((4,))], {"c0": T.Ty((4,)), "c1": T.Ty((2, 4))}, 1,
+                             want_scalar=True)
+    reached = set(body["params"])
+    for e in body["eqns"]:
+        if _reads([e]) & reached:
+            reached.update(e["outs"])
+    for kind, a, b in calls:
+        assert (kind == "product") == ((a in reached) != (b in reached)), (kind, a, b, body)

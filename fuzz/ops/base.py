@@ -393,6 +393,12 @@ class Op:
         op): a grad's loss summing the losses of several results."""
         raise NotImplementedError
 
+    def as_product(self, a: str, b: str, out: str) -> dict:
+        """An equation of this op multiplying the float32 scalars ``a`` and ``b`` into ``out`` (not
+        every op): a grad's loss where a term that does not depend on the differentiated
+        arguments scales one that does (added, its value could not reach the gradient)."""
+        raise NotImplementedError
+
     def __repr__(self) -> str:
         return f"<op {self.name}>"
 

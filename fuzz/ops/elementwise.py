@@ -119,6 +119,9 @@ class Sub(Binary):
 class Mul(Binary):
     name, source, numpy = "mul", "{} * {}", "multiply"
 
+    def as_product(self, a, b, out):
+        return {"op": self.name, "args": [a, b], "outs": [out]}
+
 
 class Maximum(Binary):
     name, source, numpy = "maximum", "jnp.maximum({}, {})", "maximum"
