@@ -374,8 +374,11 @@ def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
 
     Returns {"programs": n, "counts": {mutant: programs with the composition in live code},
     "counts_with_dead_code": {mutant: the same, dead code included}} and, with ``keep`` >
-    0, "kept": {mutant: [the first ``keep`` programs with the composition live]}. Uses
-    Hypothesis' generate phase only, seeded with ``seed``.
+    0, "kept": {mutant: [the first ``keep`` programs with the composition live, each with
+    another mesh or other call chains than the ones kept before]} (Hypothesis' generate
+    phase draws near-duplicates: the five programs kept for ppermute_lowering_multigroup
+    in session 10 were one program), and "distinct": {mutant: programs counted that
+    differ so}. Uses Hypothesis' generate phase only, seeded with ``seed``.
     """
     from hypothesis import Phase, given, settings
     from hypothesis import seed as hseed
@@ -385,6 +388,7 @@ def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
     counts = {m.name: 0 for m in mutants.MUTANTS}
     counts_any = dict(counts)
     kept: dict = {m.name: [] for m in mutants.MUTANTS}
+    shapes: dict = {m.name: set() for m in mutants.MUTANTS}  # mesh and call chains of the programs counted
     drawn = [0]
 
     @hseed(seed)
@@ -395,13 +399,18 @@ def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
         drawn[0] += 1
         for name in exposures(p, live_only=False):
             counts_any[name] += 1
+        key = json.dumps([p["mesh"], [[t["kind"] for t in c["transforms"]] for c in p["calls"]]], sort_keys=True)
         for name in exposures(p):
             counts[name] += 1
+            if key in shapes[name]:
+                continue
+            shapes[name].add(key)
             if len(kept[name]) < keep:
                 kept[name].append(json.loads(json.dumps(p)))
 
     draw()
-    out = {"programs": drawn[0], "counts": counts, "counts_with_dead_code": counts_any}
+    out = {"programs": drawn[0], "counts": counts, "counts_with_dead_code": counts_any,
+           "distinct": {name: len(v) for name, v in shapes.items()}}
     if keep:
         out["kept"] = kept
     return out
@@ -623,6 +632,7 @@ def summary(rows: list, exposure: dict | None, hits: dict | None = None) -> list
                     "median_seconds": statistics.median(times) if times else None,
                     "caused_other_findings": other,
                     "exposure": f"{counts[m.name]}/{n_prog}" if n_prog and m.name in counts else None,
+                    "distinct": (exposure or {}).get("distinct", {}).get(m.name),
                     "shown": (f"{hits[m.name]['shown']}/{hits[m.name]['tried']}" if hits and m.name in hits
                               else None)})
     return out

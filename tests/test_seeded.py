@@ -233,3 +233,14 @@ def test_exposure_of_a_callback_batched_by_vmap_not_looped_by_map():
                        calls=[{"function": "f0", "transforms": [t], "args": ["x0"]}])
     assert "io_callback_batch_reversed" in seeded.exposures(prog("vmap"))
     assert "io_callback_batch_reversed" not in seeded.exposures(prog("map"))
+
+
+def test_hit_rate_programs_are_distinct_draws():
+    # the generate phase draws near-duplicates; the programs kept to run differ in mesh or call chains
+    exp = seeded.measure_exposure(150, seed=3, keep=4)
+    for name, progs in exp["kept"].items():
+        keys = {json.dumps([p["mesh"], [[t["kind"] for t in c["transforms"]] for c in p["calls"]]], sort_keys=True)
+                for p in progs}
+        assert len(keys) == len(progs), name
+        assert len(progs) <= exp["distinct"][name] <= exp["counts"][name]
+    assert any(exp["distinct"][n] < exp["counts"][n] for n in exp["counts"])  # near-duplicates were drawn
