@@ -93,6 +93,7 @@ class _Gen:
         self.n_param = 0
         self.n_cb = 0
         self.nest = 0  # nested calls around the body being drawn
+        self.focus: tuple = ()  # ops this program favours (see programs())
         self.committed: list = []  # the input spec (or None) of each argument of the call being drawn
         # ops that make a grad's loss (sum first: shrinking goes there) and ops that make a
         # rank-0 result rank 1 (Op.as_loss, Op.as_rank1), in registry order, not disabled
@@ -466,12 +467,20 @@ class _Gen:
         # collectives 3 times their weight where an axis of size >= 2 is in scope (a shard_map
         # or named vmap body): the only places they can be drawn at all
         boost = 3 if any(ctx.axis(n).size >= 2 for n in ctx.collective_axes()) else 1
+        # half of the op equations first try one of the program's focus ops that applies here
+        # (nested calls keep their weight: the transforms' compositions stay as frequent)
+        focused = [op for op in O.REGISTRY.values() if op.name in self.focus and op in families.get(op.family, ())]
         weighted = [f for f, w in O.FAMILY_WEIGHTS.items() if f in families
                     for _ in range(w * (boost if f == "collective" else 1))]
         while weighted:
             fam = draw(st.sampled_from(weighted))
             if fam == "call":
                 return [self.nested_call(ctx, scope, depth)]
+            if focused and draw(st.booleans()):
+                op = draw(st.sampled_from(focused))
+                got = op.draw(draw, ctx, scope)
+                if got is not None:
+                    return self._typed(got if isinstance(got, list) else [got], ctx, visible)
             ops = families[fam]
             while ops:
                 op = draw(st.sampled_from(ops))
@@ -619,6 +628,13 @@ def programs(draw, caps: dict = NEWEST_CAPS, max_depth: int = 4, max_eqns: int =
     """
     disabled = check_disabled(disabled)
     g = _Gen(draw, caps, max_depth, max_eqns, disabled)
+    # up to 3 ops this program favours: half of its equations try one of them first, so
+    # that some programs are dense in ops the others rarely combine (x.at[...] chains, a
+    # sharding constraint then a cumsum: each op is ~1 equation in 200 otherwise). Like
+    # swarm testing (Groce et al. 2012) it varies the mix per program, but no op is left
+    # out. None first: shrinking drops the focus.
+    allowed = sorted(n for n in O.REGISTRY if n not in disabled)
+    g.focus = tuple(draw(st.lists(st.sampled_from(allowed), max_size=3, unique=True))) if allowed else ()
     mesh = draw(meshes({**caps, "explicit": False} if "explicit_mesh" in disabled else caps))
     sizes = dict(zip(mesh["axis_names"], mesh["axis_sizes"]))
     inputs = []

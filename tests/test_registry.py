@@ -256,3 +256,40 @@ def test_unknown_names_cannot_be_disabled():
     assert check_disabled(["sin", "jit", "call"]) == {"sin", "jit", "call"}
     with pytest.raises(ValueError, match="not an op"):
         check_disabled(["pmap"])
+
+
+def test_pick_takes_the_most_recent_value_or_any():
+    from fuzz.ops.base import Scope
+
+    def scripted(*answers):
+        it = iter(answers)
+        return lambda strategy: next(it)
+
+    scope = Scope({}, [], {}, frozenset(), None, None, None, 64, 4)
+    assert scope.pick(scripted(False), ["v3", "v2", "a1"]) == "v3"  # the most recent (what shrinking gives)
+    assert scope.pick(scripted(True, "a1"), ["v3", "v2", "a1"]) == "a1"  # or any, drawn
+
+
+def test_a_programs_focus_ops_fill_its_equations():
+    from fuzz import typecheck as T
+    from helpers import program
+    from fuzz.render import NEWEST_CAPS
+    from strategies.programs import _Gen
+
+    shares = {}
+    for focus in ((), ("roll",)):
+        counts = [0, 0]
+
+        @settings(max_examples=40, deadline=None, database=None)
+        @given(st.data())
+        def draw(data):
+            g = _Gen(data.draw, NEWEST_CAPS, max_depth=1, max_eqns=5, disabled=frozenset({"call"}))
+            g.focus = focus
+            body, _ = g.function(T.root_ctx(program()), [T.Ty((4, 2))], {}, 1, want_scalar=False)
+            counts[0] += sum(e["op"] == "roll" for e in body["eqns"])
+            counts[1] += len(body["eqns"])
+
+        draw()
+        shares[focus] = counts[0] / max(counts[1], 1)
+    # half of the equations try a focus op first: roll goes from ~1 equation in 60 to ~1 in 3
+    assert shares[("roll",)] > 0.2 > 0.1 > shares[()], shares

@@ -259,6 +259,17 @@ class Scope:
         self.max_elements = max_elements
         self.max_rank = max_rank
 
+    def pick(self, draw, names: list):
+        """One of ``names`` (most recent first, as :meth:`floats` and :meth:`values` give them):
+        the most recent one half of the time, any one otherwise.
+
+        Uniform picks rarely chain: an op fed by the one just drawn (``x.at[a:b].set(u)``
+        then ``.at[i].set(c)``, a sharding constraint then a cumsum) needs the last value
+        among all the visible ones (measured: 0 chains of two ``.at[]`` in 1500 drawn
+        programs). Shrinking goes to the most recent one too (the first of ``names``).
+        """
+        return names[0] if not draw(st.booleans()) else draw(st.sampled_from(names))
+
     def floats(self, min_rank: int = 0) -> list:
         """float32 values of rank >= ``min_rank``, most recent first."""
         return [v for v in self.order if self.visible[v].dtype == FLOAT and self.visible[v].rank >= min_rank]
@@ -431,7 +442,7 @@ class AlongAxis(ExprOp):
         xs = scope.floats(min_rank=1)
         if not xs:
             return None
-        a = draw(st.sampled_from(xs))
+        a = scope.pick(draw, xs)
         return {"op": self.name, "args": [a], "outs": [scope.new_var()],
                 "axis": draw(st.integers(0, scope.visible[a].rank - 1))}
 

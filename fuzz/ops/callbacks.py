@@ -105,7 +105,7 @@ class IoCallback(Op):
         xs = scope.floats()
         if not xs or not _full_manual_or_none(ctx) or (ctx.in_grad and "no_callback_under_grad" in ctx.rules):
             return None
-        a = draw(st.sampled_from(xs))
+        a = scope.pick(draw, xs)
         can_return = _may_return(scope.visible[a], ctx)
         e = {"op": self.name, "args": [a], "outs": [], "tag": scope.new_tag(),
              "ordered": draw(st.booleans()) if not ctx.in_vmap else False,
@@ -171,7 +171,7 @@ class PureCallback(Op):
         methods = VMAP_METHODS
         if ctx.explicit and not ctx.manual and ctx.in_vmap:
             methods = VMAP_METHODS[1:]
-        return {"op": self.name, "args": [draw(st.sampled_from(xs))], "outs": [scope.new_var()],
+        return {"op": self.name, "args": [scope.pick(draw, xs)], "outs": [scope.new_var()],
                 "tag": scope.new_tag(), "vmap_method": draw(st.sampled_from(methods)),
                 "stop_gradient": ctx.in_grad}
 
@@ -220,7 +220,7 @@ class DebugCallback(Op):
         xs = scope.floats()
         if not xs:
             return None
-        return {"op": self.name, "args": [draw(st.sampled_from(xs))], "outs": [], **self.drawn_params(scope)}
+        return {"op": self.name, "args": [scope.pick(draw, xs)], "outs": [], **self.drawn_params(scope)}
 
     def drawn_params(self, scope) -> dict:
         return {"tag": scope.new_tag()}

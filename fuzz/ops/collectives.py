@@ -215,7 +215,7 @@ class AxisIndex(Collective):
         xs = scope.values(self.dtypes)
         if not axes or not xs:
             return None
-        a = draw(st.sampled_from(xs))
+        a = scope.pick(draw, xs)
         names = draw(st.lists(st.sampled_from(_exchanging_first(draw, ctx, axes)), min_size=1, max_size=2,
                               unique=True))
         return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axes": names}

@@ -108,7 +108,7 @@ class CustomVjp(Op):
         xs = scope.floats()
         if not xs or under_forward_mode(ctx):
             return None
-        return {"op": self.name, "args": [draw(st.sampled_from(xs))], "outs": [scope.new_var()],
+        return {"op": self.name, "args": [scope.pick(draw, xs)], "outs": [scope.new_var()],
                 "primal": draw(st.sampled_from(list(PRIMALS))), "rule": draw(st.sampled_from(VJP_RULES))}
 
     def reference(self, r, eqn, xs, ts, ctx):
@@ -176,7 +176,7 @@ class CustomJvp(Op):
         xs = scope.floats()
         if not xs:
             return None
-        a = draw(st.sampled_from(xs))
+        a = scope.pick(draw, xs)
         args = [a]
         if draw(st.booleans()):  # a second operand (a multiplier), broadcasting as mul's
             args.append(draw(st.sampled_from([b for b in xs if fits(scope.visible[a].shape, scope.visible[b].shape)])))

@@ -35,7 +35,7 @@ class Unary(ExprOp):
         xs = scope.values(self.dtypes)
         if not xs:
             return None
-        return {"op": self.name, "args": [draw(st.sampled_from(xs))], "outs": [scope.new_var()]}
+        return {"op": self.name, "args": [scope.pick(draw, xs)], "outs": [scope.new_var()]}
 
     def reference(self, r, eqn, xs, ts, ctx):
         return [compute(r, ts[0].dtype, getattr(r.xp, self.numpy), xs[0])]
@@ -76,7 +76,7 @@ class Binary(ExprOp):
         xs = scope.values(self.dtypes)
         if not xs:
             return None
-        a = draw(st.sampled_from(xs))
+        a = scope.pick(draw, xs)
         ta = scope.visible[a]
         partners = [b for b in xs if scope.visible[b].dtype == ta.dtype and _broadcasts(ta.shape, scope.visible[b].shape)]
         b = draw(st.sampled_from(partners))
@@ -188,7 +188,7 @@ class Astype(ExprOp):
             return {"op": self.name, "args": [draw(st.sampled_from(back))], "outs": [scope.new_var()], "dtype": FLOAT}
         if not xs:
             return None
-        return {"op": self.name, "args": [draw(st.sampled_from(xs))], "outs": [scope.new_var()],
+        return {"op": self.name, "args": [scope.pick(draw, xs)], "outs": [scope.new_var()],
                 "dtype": draw(st.sampled_from(LOW))}
 
     def reference(self, r, eqn, xs, ts, ctx):

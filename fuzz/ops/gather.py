@@ -70,7 +70,7 @@ class Take(ExprOp):
         xs = scope.values(self.dtypes, min_rank=1)
         if not xs:
             return None
-        x = draw(st.sampled_from(xs))
+        x = scope.pick(draw, xs)
         shape = vis[x].shape
         axis = draw(st.integers(0, len(shape) - 1))
         rest = math.prod(shape) // shape[axis] if shape[axis] else 0

@@ -61,7 +61,7 @@ class Transpose(ExprOp):
         xs = scope.values(self.dtypes, min_rank=2)
         if not xs:
             return None
-        return {"op": self.name, "args": [draw(st.sampled_from(xs))], "outs": [scope.new_var()]}
+        return {"op": self.name, "args": [scope.pick(draw, xs)], "outs": [scope.new_var()]}
 
     def reference(self, r, eqn, xs, ts, ctx):
         K = len(ctx.axes)

@@ -33,7 +33,7 @@ class Broadcast(ExprOp):
         xs = [v for v in scope.small() if scope.visible[v].rank < scope.max_rank]
         if not xs:
             return None
-        return {"op": self.name, "args": [draw(st.sampled_from(xs))], "outs": [scope.new_var()],
+        return {"op": self.name, "args": [scope.pick(draw, xs)], "outs": [scope.new_var()],
                 "size": draw(st.sampled_from([1, 2]))}
 
     def reference(self, r, eqn, xs, ts, ctx):
@@ -95,7 +95,7 @@ class Pad(ExprOp):
         xs = [v for v in scope.small(factor=4) if scope.visible[v].rank >= 1]
         if not xs:
             return None
-        a = draw(st.sampled_from(xs))
+        a = scope.pick(draw, xs)
         shape = scope.visible[a].shape
         d = draw(st.integers(0, len(shape) - 1))
         n = shape[d]
@@ -200,7 +200,7 @@ class Reshape(ExprOp):
         xs = scope.floats()
         if not xs:
             return None
-        a = draw(st.sampled_from(xs))
+        a = scope.pick(draw, xs)
         shape = list(scope.visible[a].shape)
         options = [[-1]] if math.prod(shape) > 0 else [[0]]  # flatten first
         options += [shape[:d] + [shape[d] * shape[d + 1]] + shape[d + 2:] for d in range(len(shape) - 1)]  # merge
@@ -301,7 +301,7 @@ class Insert(ExprOp):
         xs = scope.floats(min_rank=1)
         if not xs:
             return None
-        a = draw(st.sampled_from(xs))
+        a = scope.pick(draw, xs)
         d = draw(st.integers(0, vis[a].rank - 1))
         slices = [v for v in scope.floats() if vis[v].rank == 0 or vis[v].shape == self.slice_shape(vis[a].shape, d)]
         if not slices:

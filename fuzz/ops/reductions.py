@@ -53,7 +53,7 @@ class Reduce(ExprOp):
             xs = [v for v in xs if scope.visible[v].size > 0]
         if not xs:
             return None
-        a = draw(st.sampled_from(xs))
+        a = scope.pick(draw, xs)
         shape = scope.visible[a].shape
         axis = draw(st.sampled_from([None] + [d for d in range(len(shape))
                                               if shape[d] > 0 or not self.needs_elements]))
@@ -142,7 +142,7 @@ class WeightedSum(ExprOp):
         xs = scope.floats()
         if not xs:
             return None
-        return {"op": self.name, "args": [draw(st.sampled_from(xs))], "outs": [scope.new_var()],
+        return {"op": self.name, "args": [scope.pick(draw, xs)], "outs": [scope.new_var()],
                 "seed": draw(st.integers(0, 255))}
 
     def as_loss(self, draw, arg, out):

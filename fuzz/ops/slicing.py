@@ -104,7 +104,7 @@ class Slice(ExprOp):
         xs = scope.floats(min_rank=1)
         if not xs:
             return None
-        a = draw(st.sampled_from(xs))
+        a = scope.pick(draw, xs)
         shape = scope.visible[a].shape
         d = draw(st.integers(0, len(shape) - 1))
         n = shape[d]
@@ -153,7 +153,7 @@ class DynamicSlice(ExprOp):
         if got is None:
             return None
         prelude, i = got
-        a = draw(st.sampled_from(xs))
+        a = scope.pick(draw, xs)
         shape = scope.visible[a].shape
         d = draw(st.integers(0, len(shape) - 1))
         size = draw(st.integers(min(1, shape[d]), shape[d]))
@@ -262,7 +262,7 @@ class At(ExprOp):
         xs = [a for a in scope.floats(min_rank=1) if vis[a].shape[0] > 0]
         if not xs:
             return None
-        a = draw(st.sampled_from(xs))
+        a = scope.pick(draw, xs)
         n = vis[a].shape[0]
         kind = draw(st.sampled_from(["static", "traced", "slice"]))
         prelude, extra = [], []
