@@ -378,7 +378,7 @@ def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
     another mesh or other call chains than the ones kept before]} (Hypothesis' generate
     phase draws near-duplicates: the five programs kept for ppermute_lowering_multigroup
     in session 10 were one program), and "distinct": {mutant: programs counted that
-    differ so}. Uses Hypothesis' generate phase only, seeded with ``seed``.
+    differ so} (a lower bound: nested calls and bodies are not compared). Uses Hypothesis' generate phase only, seeded with ``seed``.
     """
     from hypothesis import Phase, given, settings
     from hypothesis import seed as hseed

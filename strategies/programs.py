@@ -384,13 +384,16 @@ class _Gen:
                 chosen = cands[:3]  # every sink (up to 3) reaches the loss: no dead code under grad
             else:
                 chosen = [draw(st.sampled_from(cands))]
-            # the values the parameters reach: a loss term of the others (captured values
-            # only) is a constant under grad; added to the loss, its value cannot reach the
-            # gradient (a ppermute mutant stayed silent so), multiplied it scales it
-            reached = set(params)
+            # the float values the parameters reach (not through a stop_gradient): a loss term
+            # of the others (captured values only) is a constant under grad; added to the
+            # loss, its value cannot reach the gradient (a ppermute mutant stayed silent so).
+            # Such a term c joins a reached one d as d + d * c: the gradient is scaled by
+            # 1 + c (d * c alone would erase it where c is 0). A conservative structural
+            # rule: a grad over some of the parameters only still counts the others.
+            reached = {p for p, t in zip(params, param_types) if t.dtype == T.FLOAT}
             for e in eqns:
-                if _reads([e]) & reached:
-                    reached.update(e["outs"])
+                if e.get("stop_gradient") is not True and _reads([e]) & reached:
+                    reached.update(o for o in e["outs"] if local[o].dtype == T.FLOAT)
             total = None
             for r in chosen:
                 on_params = r in reached
@@ -402,11 +405,18 @@ class _Gen:
                     (local[s],) = T.eqn_types(e, [local[r]], ctx)
                     r = s
                 if total is not None:  # the losses of the sinks added up (or scaled, see above)
+                    a = total
+                    if self.scalers and on_params != (total in reached):
+                        a, c = (r, total) if on_params else (total, r)
+                        s = self.var()
+                        e = self.scalers[0].as_product(a, c, s)
+                        eqns.append(e)
+                        (local[s],) = T.eqn_types(e, [local[a], local[c]], ctx)
+                        r = s
                     s = self.var()
-                    scale = self.scalers and (on_params != (total in reached))
-                    e = (self.scalers[0].as_product if scale else self.adders[0].as_sum)(total, r, s)
+                    e = self.adders[0].as_sum(a, r, s)
                     eqns.append(e)
-                    (local[s],) = T.eqn_types(e, [local[total], local[r]], ctx)
+                    (local[s],) = T.eqn_types(e, [local[a], local[r]], ctx)
                     r = s
                 if on_params or total in reached:
                     reached.add(r)
@@ -564,7 +574,8 @@ def chain_variants(program: dict, call: dict, caps: dict | None = None, disabled
 
     Toggling the outer jit (adding it only when "jit" is not ``disabled``), spmd_axis_name
     on a vmap, check_vma on a shard_map, dropping a shard_map (the function then sees
-    global shapes: seed-A-like pairs) and dropping a checkpoint (the identity on values:
+    global shapes: seed-A-like pairs; not when its body has a shard_map, see
+    ``T.nesting_recorder``) and dropping a checkpoint (the identity on values:
     the differential oracle judges both calls).
     """
     chain = call["transforms"]
@@ -633,7 +644,7 @@ def programs(draw, caps: dict = NEWEST_CAPS, max_depth: int = 4, max_eqns: int =
     # sharding constraint then a cumsum: each op is ~1 equation in 200 otherwise). Like
     # swarm testing (Groce et al. 2012) it varies the mix per program, but no op is left
     # out. None first: shrinking drops the focus.
-    allowed = sorted(n for n in O.REGISTRY if n not in disabled)
+    allowed = sorted(n for n, op in O.REGISTRY.items() if n not in disabled and O.FAMILY_WEIGHTS.get(op.family, 0) > 0)
     g.focus = tuple(draw(st.lists(st.sampled_from(allowed), max_size=3, unique=True))) if allowed else ()
     mesh = draw(meshes({**caps, "explicit": False} if "explicit_mesh" in disabled else caps))
     sizes = dict(zip(mesh["axis_names"], mesh["axis_sizes"]))

@@ -478,29 +478,64 @@ def test_a_body_with_a_shard_map_is_called_inside_or_outside_a_shard_map_not_bot
         agree_with_jax(worker, nested_shard_map_program(calls))  # each alone is valid
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.data())
-def test_a_grad_loss_scales_the_terms_the_parameters_do_not_reach(data):
+def _names_read(e: dict) -> set:
+    """Every name an equation reads, a nested call's body included (its captures)."""
+    out = set(e["args"])
+    if e["op"] == "call":
+        for x in e["fn"]["eqns"]:
+            out |= _names_read(x)
+        out |= set(e["fn"]["results"])
+    return out
+
+
+def test_a_grad_loss_scales_the_terms_the_parameters_do_not_reach():
     # a term of captured values only, added to a loss, is a constant under grad: its value
-    # cannot reach the gradient (a seeded ppermute mutant stayed silent so). Such a term
-    # scales the others (mul) instead; terms on the same side are added.
+    # cannot reach the gradient (a seeded ppermute mutant stayed silent so). Such a term c
+    # joins a term d the parameters reach as d + d * c; terms on the same side are added.
     import fuzz.ops.elementwise as E
     from fuzz import typecheck as T
-    from strategies.programs import _Gen, _reads
+    from strategies.programs import _Gen
 
-    calls = []
-    record = lambda kind: lambda self, a, b, out: (calls.append((kind, a, b)),  # noqa: E731
-                                                   {"op": self.name, "args": [a, b], "outs": [out]})[1]
-    p = program(mesh=(("x", 2),), inputs=[("x0", (4,), 0)])
-    g = _Gen(data.draw, NEWEST_CAPS, max_depth=1, max_eqns=4)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(E.Add, "as_sum", record("sum"))
-        mp.setattr(E.Mul, "as_product", record("product"))
-        body, _ = g.function(T.root_ctx(p), [T.Ty((4,))], {"c0": T.Ty((4,)), "c1": T.Ty((2, 4))}, 1,
-                             want_scalar=True)
-    reached = set(body["params"])
-    for e in body["eqns"]:
-        if _reads([e]) & reached:
-            reached.update(e["outs"])
-    for kind, a, b in calls:
-        assert (kind == "product") == ((a in reached) != (b in reached)), (kind, a, b, body)
+    products = [0]
+
+    @settings(max_examples=60, deadline=None, database=None)
+    @given(st.data())
+    def check(data):
+        calls = []
+        record = lambda kind: lambda self, a, b, out: (calls.append((kind, a, b, out)),  # noqa: E731
+                                                       {"op": self.name, "args": [a, b], "outs": [out]})[1]
+        p = program(mesh=(("x", 2),), inputs=[("x0", (4,), 0)])
+        g = _Gen(data.draw, NEWEST_CAPS, max_depth=2, max_eqns=4)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(E.Add, "as_sum", record("sum"))
+            mp.setattr(E.Mul, "as_product", record("product"))
+            body, _ = g.function(T.root_ctx(p), [T.Ty((4,))], {"c0": T.Ty((4,)), "c1": T.Ty((2, 4))}, 0,
+                                 want_scalar=True)
+        dtypes = {}  # the dtype of every value some equation reads (the typing rules say)
+        T.function_types(body, T.root_ctx(p), [T.Ty((4,))], {"c0": T.Ty((4,)), "c1": T.Ty((2, 4))},
+                         on_eqn=lambda e, ctx, args: dtypes.update(zip(e["args"], (t.dtype for t in args))))
+        reached_in = {}  # each body (nested ones too): the float values its own parameters reach
+
+        def walk(fn):
+            reached = set(fn["params"])  # (not through a stop_gradient; captures are constants)
+            for e in fn["eqns"]:
+                if e["op"] == "call":
+                    walk(e["fn"])
+                if e.get("stop_gradient") is not True and _names_read(e) & reached:
+                    reached.update(o for o in e["outs"] if dtypes.get(o, T.FLOAT) == T.FLOAT)
+                for o in e["outs"]:
+                    reached_in[o] = reached
+
+        walk(body)
+        scaled = {}
+        for kind, a, b, out in calls:
+            reached = reached_in[out]
+            if kind == "product":
+                assert a in reached and b not in reached, (kind, a, b, body)
+                scaled[out] = a
+                products[0] += 1
+            else:  # same side, or d + (d * c)
+                assert (a in reached) == (b in reached) or scaled.get(b) == a, (kind, a, b, body)
+
+    check()
+    assert products[0] > 0  # the mixed case was drawn

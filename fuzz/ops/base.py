@@ -265,8 +265,8 @@ class Scope:
 
         Uniform picks rarely chain: an op fed by the one just drawn (``x.at[a:b].set(u)``
         then ``.at[i].set(c)``, a sharding constraint then a cumsum) needs the last value
-        among all the visible ones (measured: 0 chains of two ``.at[]`` in 1500 drawn
-        programs). Shrinking goes to the most recent one too (the first of ``names``).
+        among all the visible ones (measured: 0 chains of two ``.at[]`` in 2 x 3000 drawn
+        programs, seeds 0 and 1; 25 and 0 with this and the focus ops of programs()). Shrinking goes to the most recent one too (the first of ``names``).
         """
         return names[0] if not draw(st.booleans()) else draw(st.sampled_from(names))
 
@@ -406,8 +406,8 @@ class Op:
 
     def as_product(self, a: str, b: str, out: str) -> dict:
         """An equation of this op multiplying the float32 scalars ``a`` and ``b`` into ``out`` (not
-        every op): a grad's loss where a term that does not depend on the differentiated
-        arguments scales one that does (added, its value could not reach the gradient)."""
+        every op): a grad's loss where a term the function's parameters do not reach scales
+        one they do, as d + d * c (added alone, its value could not reach the gradient)."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
