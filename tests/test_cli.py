@@ -25,7 +25,8 @@ def test_run_writes_a_report(tmp_path):
     data = json.loads(report.read_text())
     for key in ("jax_version", "seconds", "programs", "rejected", "findings", "features", "depth_histogram"):
         assert key in data
-    assert data["generated"] == 4 and data["programs"] >= 4
+    # programs: JAX runs; a program Hypothesis draws twice runs once (the campaign's cache)
+    assert data["generated"] == 4 and 1 <= data["programs"]
     assert (r.returncode == 1) == bool(data["findings"])
     for f in data["findings"]:
         assert {"signature", "oracle", "message", "program"} <= set(f)

@@ -200,7 +200,7 @@ def test_two_jobs_write_one_report(tmp_path):
     assert data["jobs"] == 2 and data["generated"] == 4
     stats = data["job_stats"]
     assert [(s["job"], s["seed"], s["generated"]) for s in stats] == [(0, 3, 2), (1, 1003, 2)]
-    assert data["programs"] == sum(s["programs"] for s in stats) >= 4
+    assert data["programs"] == sum(s["programs"] for s in stats) >= 2  # (a program drawn twice runs once)
     assert (r.returncode == 1) == bool(data["findings"])
     assert r.stderr.count("programs in") == 1 and "2 jobs (seeds 3, 1003)" in r.stderr
     for line in findings.read_lines(str(tmp_path / "db" / "findings.jsonl")):
