@@ -369,6 +369,13 @@ def exposures(program: dict, live_only: bool = True) -> set:
 EXPOSURE = {m.name: m.composition for m in mutants.MUTANTS}
 
 
+def program_shape(program: dict) -> str:
+    """A program's mesh and its calls' transform kinds, as a string: two draws with the same
+    shape are counted as near-duplicates by :func:`measure_exposure`."""
+    return json.dumps([program["mesh"], [[t["kind"] for t in c["transforms"]] for c in program["calls"]]],
+                      sort_keys=True)
+
+
 def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
     """Draw ``n`` programs from the generator (no JAX run) and count, per mutant, those with its composition.
 
@@ -378,7 +385,8 @@ def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
     another mesh or other call chains than the ones kept before]} (Hypothesis' generate
     phase draws near-duplicates: the five programs kept for ppermute_lowering_multigroup
     in session 10 were one program), and "distinct": {mutant: programs counted that
-    differ so} (a lower bound: nested calls and bodies are not compared). Uses Hypothesis' generate phase only, seeded with ``seed``.
+    differ so} (a lower bound: :func:`program_shape` ignores bodies and nested calls).
+    Uses Hypothesis' generate phase only, seeded with ``seed``.
     """
     from hypothesis import Phase, given, settings
     from hypothesis import seed as hseed
@@ -399,7 +407,7 @@ def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
         drawn[0] += 1
         for name in exposures(p, live_only=False):
             counts_any[name] += 1
-        key = json.dumps([p["mesh"], [[t["kind"] for t in c["transforms"]] for c in p["calls"]]], sort_keys=True)
+        key = program_shape(p)
         for name in exposures(p):
             counts[name] += 1
             if key in shapes[name]:

@@ -93,7 +93,7 @@ class _Gen:
         self.n_param = 0
         self.n_cb = 0
         self.nest = 0  # nested calls around the body being drawn
-        self.focus: tuple = ()  # ops this program favours (see programs())
+        self.focus: tuple = ()  # the ops this program favours, in registry order (see programs())
         self.committed: list = []  # the input spec (or None) of each argument of the call being drawn
         # ops that make a grad's loss (sum first: shrinking goes there) and ops that make a
         # rank-0 result rank 1 (Op.as_loss, Op.as_rank1), in registry order, not disabled
@@ -479,7 +479,7 @@ class _Gen:
         boost = 3 if any(ctx.axis(n).size >= 2 for n in ctx.collective_axes()) else 1
         # half of the op equations first try one of the program's focus ops that applies here
         # (nested calls keep their weight: the transforms' compositions stay as frequent)
-        focused = [op for op in O.REGISTRY.values() if op.name in self.focus and op in families.get(op.family, ())]
+        focused = [op for op in self.focus if op in families.get(op.family, ())]
         weighted = [f for f, w in O.FAMILY_WEIGHTS.items() if f in families
                     for _ in range(w * (boost if f == "collective" else 1))]
         while weighted:
@@ -645,7 +645,8 @@ def programs(draw, caps: dict = NEWEST_CAPS, max_depth: int = 4, max_eqns: int =
     # swarm testing (Groce et al. 2012) it varies the mix per program, but no op is left
     # out. None first: shrinking drops the focus.
     allowed = sorted(n for n, op in O.REGISTRY.items() if n not in disabled and O.FAMILY_WEIGHTS.get(op.family, 0) > 0)
-    g.focus = tuple(draw(st.lists(st.sampled_from(allowed), max_size=3, unique=True))) if allowed else ()
+    chosen = set(draw(st.lists(st.sampled_from(allowed), max_size=3, unique=True))) if allowed else set()
+    g.focus = tuple(op for op in O.REGISTRY.values() if op.name in chosen)
     mesh = draw(meshes({**caps, "explicit": False} if "explicit_mesh" in disabled else caps))
     sizes = dict(zip(mesh["axis_names"], mesh["axis_sizes"]))
     inputs = []

@@ -271,9 +271,8 @@ def test_pick_takes_the_most_recent_value_or_any():
 
 
 def test_a_programs_focus_ops_fill_its_equations():
-    from fuzz import typecheck as T
-    from helpers import program
     from fuzz.render import NEWEST_CAPS
+    from helpers import program
     from strategies.programs import _Gen
 
     shares = {}
@@ -284,7 +283,7 @@ def test_a_programs_focus_ops_fill_its_equations():
         @given(st.data())
         def draw(data):
             g = _Gen(data.draw, NEWEST_CAPS, max_depth=1, max_eqns=5, disabled=frozenset({"call"}))
-            g.focus = focus
+            g.focus = tuple(O.get(n) for n in focus)
             body, _ = g.function(T.root_ctx(program()), [T.Ty((4, 2))], {}, 1, want_scalar=False)
             counts[0] += sum(e["op"] == "roll" for e in body["eqns"])
             counts[1] += len(body["eqns"])

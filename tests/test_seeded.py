@@ -239,8 +239,13 @@ def test_hit_rate_programs_are_distinct_draws():
     # the generate phase draws near-duplicates; the programs kept to run differ in mesh or call chains
     exp = seeded.measure_exposure(150, seed=3, keep=4)
     for name, progs in exp["kept"].items():
-        keys = {json.dumps([p["mesh"], [[t["kind"] for t in c["transforms"]] for c in p["calls"]]], sort_keys=True)
-                for p in progs}
-        assert len(keys) == len(progs), name
+        assert len({seeded.program_shape(p) for p in progs}) == len(progs), name
         assert len(progs) <= exp["distinct"][name] <= exp["counts"][name]
-    assert any(exp["distinct"][n] < exp["counts"][n] for n in exp["counts"])  # near-duplicates were drawn
+    # near-duplicates: the same mesh and call chains, another body
+    a = program(inputs=[("x0", (4,), 0)], functions={"f0": fn(["a"], [eqn("sin", ["a"], ["v"])], ["v"])},
+                calls=[{"function": "f0", "transforms": [], "args": ["x0"]}])
+    b = json.loads(json.dumps(a))
+    b["functions"]["f0"]["eqns"][0]["op"] = "cos"
+    c = json.loads(json.dumps(a))
+    c["mesh"]["axis_sizes"] = [2]
+    assert seeded.program_shape(a) == seeded.program_shape(b) != seeded.program_shape(c)

@@ -266,7 +266,8 @@ class Scope:
         Uniform picks rarely chain: an op fed by the one just drawn (``x.at[a:b].set(u)``
         then ``.at[i].set(c)``, a sharding constraint then a cumsum) needs the last value
         among all the visible ones (measured: 0 chains of two ``.at[]`` in 2 x 3000 drawn
-        programs, seeds 0 and 1; 25 and 0 with this and the focus ops of programs()). Shrinking goes to the most recent one too (the first of ``names``).
+        programs, seeds 0 and 1; 25 and 0 with this and the focus ops of programs()).
+        Shrinking goes to the most recent one too (the first of ``names``).
         """
         return names[0] if not draw(st.booleans()) else draw(st.sampled_from(names))
 
