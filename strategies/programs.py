@@ -351,10 +351,11 @@ class _Gen:
         local = dict(zip(params, param_types))
         eqns = []
         new_vars: list = []
+        last = None  # the op of the equation just drawn (None after a nested call)
         for _ in range(draw(st.integers(1, self.max_eqns))):
             visible = {**env, **local}
             order = list(reversed(new_vars)) + params + [v for v in env if v not in local]
-            drawn = self.equation(ctx, visible, order, depth)
+            drawn = self.equation(ctx, visible, order, depth, last)
             if not drawn:
                 break  # nothing this program may draw applies here: the identity path
             for e, outs in drawn:
@@ -362,6 +363,7 @@ class _Gen:
                 for v, t in outs:
                     local[v] = t
                     new_vars.append(v)
+            last = O.REGISTRY.get(drawn[-1][0]["op"]) if drawn[-1][0]["op"] != "call" else None
         pool = [v for v in list(reversed(new_vars)) + params if local[v].dtype == T.FLOAT]
         # a value varying over a manual axis that an enclosing vmap's spmd_axis_name takes
         # cannot leave that axis' shard_map (no out_specs entry may name the axis): e.g. a
@@ -456,17 +458,30 @@ class _Gen:
             return op
         return None
 
-    def equation(self, ctx: T.Ctx, visible: dict, order: list, depth: int) -> list:
+    def equation(self, ctx: T.Ctx, visible: dict, order: list, depth: int, last=None) -> list:
         """Equations over visible variables (``order``: most recent first): [(eqn, [(var, Ty)])].
 
         Usually one (an op may put a prelude first, e.g. a start index); [] when no op or
         nested call this program may draw applies here. A family is drawn by its weight
         (fuzz.ops.FAMILY_WEIGHTS), then an op of it; an op whose draw is not applicable
         here (None) is dropped and another drawn.
+
+        ``last``: the op of the equation just drawn. One time in four it is drawn again on
+        the value it just made (``Scope.chained``): the chains real code writes, such as
+        ``x.at[a:b].set(u).at[i].set(c)``, ``x[1:][:, :2]``, ``cumsum(cumsum(x))``, where
+        one op's sharding rule meets its own output (otherwise a chain of one op is
+        about one equation pair in 2,000, the op's share squared).
         """
         draw = self.draw
         scope = Scope(visible, order, self.caps, self.disabled, self.var, self.tag,
                       lambda e: T.eqn_types(e, [scope.visible[a] for a in e["args"]], ctx), MAX_ELEMENTS, MAX_RANK)
+        if last is not None and last.name not in self.disabled and not T.context_refusal(last, ctx) \
+                and draw(st.integers(0, 3)) == 3:
+            scope.chained = True
+            got = last.draw(draw, ctx, scope)
+            scope.chained = False
+            if got is not None:
+                return self._typed(got if isinstance(got, list) else [got], ctx, visible)
         families = {}
         for op in O.REGISTRY.values():
             if op.name in self.disabled or T.context_refusal(op, ctx):

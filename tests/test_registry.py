@@ -292,3 +292,32 @@ def test_a_programs_focus_ops_fill_its_equations():
         shares[focus] = counts[0] / max(counts[1], 1)
     # half of the equations try a focus op first: roll goes from ~1 equation in 60 to ~1 in 3
     assert shares[("roll",)] > 0.2 > 0.1 > shares[()], shares
+
+
+def test_an_op_is_drawn_again_on_its_own_output():
+    """One equation in four after an op repeats it on the value it just made (x.at[..].set(..).at[..].set(..))."""
+    from fuzz.ops.base import Scope
+    from fuzz.render import NEWEST_CAPS
+    from helpers import program
+    from strategies.programs import _Gen
+
+    scope = Scope({}, [], {}, frozenset(), None, None, None, 64, 4)
+    scope.chained = True
+    assert scope.pick(lambda strategy: pytest.fail("a chained pick draws nothing"), ["v3", "v2", "a1"]) == "v3"
+    shares = {}
+    for last in (None, "cumsum"):
+        hits = [0, 0]
+
+        @settings(max_examples=150, deadline=None, database=None)
+        @given(st.integers(0, 2**30), st.data())
+        def draw(_, data):  # (the first draw spreads the examples: Hypothesis enumerates a short choice tree)
+            g = _Gen(data.draw, NEWEST_CAPS, max_depth=1, max_eqns=5, disabled=frozenset({"call"}))
+            visible = {"v2": T.Ty((4, 2)), "a1": T.Ty((4, 2))}
+            for e, _ in g.equation(T.root_ctx(program()), visible, ["v2", "a1"], 1, O.get(last) if last else None):
+                hits[0] += e["op"] == "cumsum" and e["args"] == ["v2"]
+            hits[1] += 1
+
+        draw()
+        shares[last] = hits[0] / hits[1]
+    # cumsum of the last value: 0.04 here by the registry's weights, 0.21 after a cumsum (1 in 4 minus the misses)
+    assert shares["cumsum"] > 0.12 > 0.08 > shares[None], shares

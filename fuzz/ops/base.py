@@ -258,10 +258,12 @@ class Scope:
         self.types = types
         self.max_elements = max_elements
         self.max_rank = max_rank
+        self.chained = False  # the generator draws the last op again on its own output (see pick)
 
     def pick(self, draw, names: list):
         """One of ``names`` (most recent first, as :meth:`floats` and :meth:`values` give them):
-        the most recent one half of the time, any one otherwise.
+        the most recent one half of the time, any one otherwise; always the most recent one
+        when the generator draws an op again on its own output (``chained``).
 
         Uniform picks rarely chain: an op fed by the one just drawn (``x.at[a:b].set(u)``
         then ``.at[i].set(c)``, a sharding constraint then a cumsum) needs the last value
@@ -269,6 +271,8 @@ class Scope:
         programs, seeds 0 and 1; 25 and 0 with this and the focus ops of programs()).
         Shrinking goes to the most recent one too (the first of ``names``).
         """
+        if self.chained:
+            return names[0]  # (the value just made, when this op may read it)
         return names[0] if not draw(st.booleans()) else draw(st.sampled_from(names))
 
     def floats(self, min_rank: int = 0) -> list:
