@@ -308,12 +308,15 @@ class _Gen:
             t["out_axes"] = axes
 
     def chain_call(self, ctx: T.Ctx, args: list, env: dict, depth: int, n: int,
-                   after_grad=False, scalar_ok=True, in_grad_chain=False, scan_body=None):
+                   after_grad=False, scalar_ok=True, in_grad_chain=False, scan_body=None, jit_first=False):
         """Draw ``n`` transforms outside-in, the function, then the output sides inside-out.
 
-        Returns (transforms, function, result types).
+        ``jit_first``: the first of the ``n`` is a jit. Returns (transforms, function, result types).
         """
-        t = self.transform_in(ctx, args, after_grad, scalar_ok) if n > 0 else None
+        if n > 0:
+            t = self.jit_in(ctx, args) if jit_first else self.transform_in(ctx, args, after_grad, scalar_ok)
+        else:
+            t = None
         if t is None:
             fn, results = self.function(ctx, args, env, depth, want_scalar=in_grad_chain, scan_body=scan_body)
             return [], fn, results
@@ -696,8 +699,14 @@ def programs(draw, caps: dict = NEWEST_CAPS, max_depth: int = 4, max_eqns: int =
         first = draw(st.sampled_from(floats))
         names = [first] + _some(draw, [i["name"] for i in inputs if i["name"] != first], len(inputs) - 1)
         n = draw(st.integers(0, 3))
+        # half of the calls are a jit of the rest, as most JAX code runs: XLA's sharding
+        # propagation and SPMD partitioner see the whole function only then (an eager call
+        # runs op by op, each op its own computation); otherwise a jit came first in ~1 call
+        # in 5 (365 of 1736 calls of 1000 drawn programs, seed 0) and 35% of calls were eager
+        jit_first = "jit" not in disabled and draw(st.booleans())
         g.committed = [next(i["spec"] for i in inputs if i["name"] == a) for a in names]
-        transforms, fn, _ = g.chain_call(ctx, [in_types[a] for a in names], dict(in_types), 0, n)
+        transforms, fn, _ = g.chain_call(ctx, [in_types[a] for a in names], dict(in_types), 0, n + jit_first,
+                                         jit_first=jit_first)
         fname = f"f{len(program['functions'])}"
         program["functions"][fname] = fn
         program["calls"].append({"function": fname, "transforms": transforms, "args": names})
