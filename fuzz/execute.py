@@ -149,9 +149,10 @@ class Worker:
 
         ``status``: "ok" (``calls`` as in fuzz/worker.py, arrays decoded), "crash"
         (``signal``, ``returncode``, ``stderr``) or "hang" (killed after ``timeout``
-        seconds); ``wall``: seconds. ``lower``: False, "after" (execute, then lower
-        every call twice: before and after ``jax.clear_caches()``) or "only" (lower
-        every call, execute nothing). After a crash or hang the worker is restarted.
+        seconds); ``wall``: seconds. ``lower``: False, True (execute, then lower every
+        call), "after" (execute, then lower every call twice: before and after
+        ``jax.clear_caches()``) or "only" (lower every call twice so, execute nothing).
+        After a crash or hang the worker is restarted.
         """
         self.submit(source, lower)
         return self.collect(timeout)

@@ -695,8 +695,8 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
     unified diff of the two lowerings.
 
     ``lower_after`` (crash and hang findings): then lower every call, before and after
-    ``jax.clear_caches()``, as the fuzzer's worker does after running them (a crash there
-    needs it).
+    ``jax.clear_caches()``, as the fuzzer's workers do (the main worker lowers once after
+    running them, the lowering worker again after clearing caches): a crash there needs it.
 
     Raises ProgramError for an invalid program (or one that uses a name the repro needs),
     ValueError for one this JAX cannot express or a finding this function cannot show
@@ -787,7 +787,7 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
         if lower_after:
             lowerings = [f"run_earlier({_call_label(j, c) + ' (lowered)'!r}, {rr.lower_expr(c)}, {args})"
                          for j, c, expr, args in calls_src]
-            tail += ["# the fuzzer's worker then lowers every call, before and after jax.clear_caches()",
+            tail += ["# the fuzzer's workers then lower every call, before and after jax.clear_caches()",
                      *lowerings, "jax.clear_caches()", *lowerings]
         tail += barrier + [f'print("no {oracle}: JAX behaves")']
     elif oracle == "internal-error":

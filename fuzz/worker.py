@@ -7,13 +7,14 @@ JAX is imported here.
 
 Protocol: one JSON object per line. The worker first writes
 ``{"hello": {...capabilities...}}``; then for each request line
-``{"id": k, "source": str, "lower": false | "after" | "only"}`` it execs the source as a
+``{"id": k, "source": str, "lower": false | true | "after" | "only"}`` it execs the source as a
 module, runs each entry of its ``CALLS`` in order (unless ``lower`` is "only") and
 answers ``{"id": k, "calls": [...], "seconds": s}`` where each call is ``{"ok": bool,
 "outputs": [array...], "error": {"type", "message", "traceback"}, "callbacks": {tag:
 array of distinct values}, "lowering": str | null, "relowering": str}``; ``lowering`` is
 the StableHLO text of the jitted call (``jax.jit`` around calls that are not jitted),
-``relowering`` the same after ``jax.clear_caches()`` (with "after"). Arrays are
+``relowering`` the same after ``jax.clear_caches()`` (with "after" and "only"; ``true``
+lowers once). Arrays are
 ``{"dtype", "shape", "b64"}``. Replies go to the original stdout; the program's own
 prints go to stderr.
 
@@ -218,7 +219,7 @@ def _run_program(jax, np, source: str, lower) -> list:
             by_tag.setdefault(tag, []).append(np.asarray(value, dtype=np.float64).ravel())
         rec["callbacks"] = {t: encode(np.unique(np.concatenate(v))) for t, v in by_tag.items()}
     if lower:
-        rounds = [("lowering", False)] + ([("relowering", True)] if lower == "after" else [])
+        rounds = [("lowering", False)] + ([("relowering", True)] if lower in ("after", "only") else [])
         for key, clear in rounds:
             if clear and hasattr(jax, "clear_caches"):
                 jax.clear_caches()  # a second lowering from scratch must give the same text

@@ -186,6 +186,37 @@ def test_determinism_oracle_fires_across_hash_seeds_and_not_within_one():
     assert oracles.determinism.judge(program, mine, renamed)  # the name is in the lowering
 
 
+RETRACE_DEPENDENT = textwrap.dedent('''
+    import contextlib
+    import jax
+    import jax.numpy as jnp
+    mesh_context = contextlib.nullcontext
+    CALLBACK_LOG = []
+    TRACES = [0]
+    def f(a):
+        TRACES[0] += 1  # each trace bakes another constant into the lowering
+        return a * TRACES[0]
+    CALLS = [("f", jax.jit(f), (jnp.ones(3),))]
+''')
+
+
+def test_determinism_oracle_fires_after_clearing_caches_in_the_lowering_worker():
+    """The runner's setting: the main worker lowers once after running (lower=True), the
+    lowering worker lowers, clears JAX's caches and lowers again ("only"): a lowering that
+    changes after jax.clear_caches() is a within-process finding, from the lowering worker."""
+    from fuzz.execute import Worker
+
+    program = {"calls": [{"function": "f0", "transforms": [{"kind": "jit"}], "args": []}]}
+    with Worker(hash_seed=0) as a, Worker(hash_seed=1) as b:
+        mine = a.run(RETRACE_DEPENDENT, timeout=120, lower=True)
+        theirs = b.run(RETRACE_DEPENDENT, timeout=120, lower="only")
+        steady = b.run(HASH_DEPENDENT.replace('"_".join({"x", "y", "z"})', '"fixed"'), timeout=120, lower="only")
+    assert "relowering" not in mine["calls"][0] and "relowering" in theirs["calls"][0]
+    [f] = oracles.determinism.judge(program, mine, theirs)
+    assert (f.oracle, f.kind) == ("determinism", "within-process")
+    assert oracles.determinism.judge(program, steady, steady) == []
+
+
 def test_a_call_that_raises_does_not_stop_the_others_from_being_judged(worker):
     """Each call is judged on its own: call 0 raises in JAX, call 1's wrong value is still found."""
     p = psum_program()
