@@ -345,6 +345,9 @@ class Op:
     since: str = "0.4.26"
     feature_names: tuple = ()
     preludes: tuple = ()
+    # the parameter naming the dim of the first operand the op moves data along (see along)
+    along_param: str | None = None
+    along_keeps: bool = True  # whether the result keeps that dim at the same position
 
     def signature(self) -> tuple:
         """(n_args, n_outs, params) as :data:`fuzz.typecheck.EQN_SIGNATURES` holds it."""
@@ -394,6 +397,24 @@ class Op:
         """Feature names this equation adds to a report's ``features``."""
         return set(self.feature_names)
 
+    def along(self, eqn: dict) -> tuple:
+        """(dim of the first operand this equation moves data along, the same dim in its first
+        result), each None when there is none: e.g. ``(axis, axis)`` for a cumsum or a slice,
+        ``(axis, None)`` for a reduction that removes it, ``(None, None)`` for elementwise ops.
+
+        The generator may split that dim over the mesh around the equation (a sharding
+        annotation before or after it, :meth:`as_constraint`): XLA's SPMD partitioner handles
+        each such op along a split dim by a rule of its own (halos for pads and slices,
+        windowed exchanges for cumulative ops, per-shard clamping for dynamic slices), the
+        code a sharding bug lives in, and an op's dim is otherwise split in few programs.
+        Declared by ``along_param`` (the parameter holding the dim; None: no such dim) and
+        ``along_keeps``; an op with another rule overrides this.
+        """
+        d = eqn.get(self.along_param) if self.along_param else None
+        if not isinstance(d, int) or isinstance(d, bool):
+            return None, None
+        return d, (d if self.along_keeps else None)
+
     # Optional roles the generator gives some ops (the first enabled one that applies):
     def as_loss(self, draw, arg: str, out: str) -> dict:
         """An equation of this op reducing ``arg`` to the scalar ``out``: a grad's loss (not every op)."""
@@ -413,6 +434,12 @@ class Op:
         """An equation of this op multiplying the float32 scalars ``a`` and ``b`` into ``out`` (not
         every op): a grad's loss where a term the function's parameters do not reach scales
         one they do, as d + d * c (added alone, its value could not reach the gradient)."""
+        raise NotImplementedError
+
+    def as_constraint(self, draw, ctx: Ctx, arg: str, ty: Ty, dim: int, out: str) -> dict | None:
+        """An equation of this op annotating ``arg`` (of type ``ty``) as split along ``dim`` over
+        some mesh axes, into ``out``, or None where no axes can split that dim here (not every op):
+        see :meth:`along`."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -436,6 +463,7 @@ class AlongAxis(ExprOp):
     """
 
     explicit_ok = False
+    along_param = "axis"
 
     def types(self, eqn, args, ctx):
         (a,) = args

@@ -52,6 +52,7 @@ class Take(ExprOp):
     dtypes = VALUE_DTYPES
     feature_names = ("take",)
     preludes = ("index",)
+    along_param, along_keeps = "axis", False  # (the indices' dims replace it)
 
     def arg_dtypes(self, eqn):
         return (OneOf(self.dtypes), INT)

@@ -76,6 +76,7 @@ class Pad(ExprOp):
     name = "pad"
     family = "movement"
     explicit_ok = False
+    along_param = "axis"
     params = {"axis": DIM, "lo": int_schema(-64, 64), "hi": int_schema(-64, 64), "interior": int_schema(0, 4)}
     feature_names = ("pad",)
 
@@ -141,6 +142,7 @@ class Concatenate(ExprOp):
     name = "concatenate"
     family = "movement"
     explicit_ok = False
+    along_param = "axis"
     n_args = 2
     params = {"axis": DIM}
     feature_names = ("concatenate",)
@@ -242,6 +244,7 @@ class Split(Op):
     name = "split"
     family = "movement"
     explicit_ok = False
+    along_param = "axis"
     n_outs = frozenset({2})
     params = {"axis": DIM}
     feature_names = ("split",)
@@ -280,6 +283,7 @@ class Insert(ExprOp):
     name = "insert"
     family = "movement"
     explicit_ok = False
+    along_param = "axis"
     n_args = 2
     params = {"axis": DIM, "index": int_schema(-64, 64)}
     feature_names = ("insert",)

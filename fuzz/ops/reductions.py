@@ -35,6 +35,7 @@ class Reduce(ExprOp):
     params = {"axis": OPTIONAL_DIM}
     dtypes = NUMERIC
     needs_elements = False  # refused over an empty extent
+    along_param, along_keeps = "axis", False  # (None: over all dims, no dim of its own)
 
     def types(self, eqn, args, ctx):
         (a,) = args

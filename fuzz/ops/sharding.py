@@ -18,7 +18,13 @@ import math
 
 from hypothesis import strategies as st
 
-from fuzz.ops.base import AXES, DIM, ExprOp, require
+from fuzz.ops.base import AXES, DIM, FLOAT, ExprOp, require
+
+
+def splits(n: int, axes: list, mesh: dict) -> list:
+    """The lists of one or two of ``axes`` (major first) whose sizes divide a dim of size ``n``."""
+    return [[x] for x in axes if n % mesh[x] == 0] + [
+        [x, y] for x in axes for y in axes if x != y and n % (mesh[x] * mesh[y]) == 0]
 
 
 class WithShardingConstraint(ExprOp):
@@ -51,11 +57,18 @@ class WithShardingConstraint(ExprOp):
         if not cands:
             return None
         a, d = draw(st.sampled_from(cands))
-        n = vis[a].shape[d]
-        pairs = [[x] for x in axes if n % ctx.mesh[x] == 0] + [
-            [x, y] for x in axes for y in axes if x != y and n % (ctx.mesh[x] * ctx.mesh[y]) == 0]
-        return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axes": draw(st.sampled_from(pairs)),
-                "dim": d}
+        return {"op": self.name, "args": [a], "outs": [scope.new_var()],
+                "axes": draw(st.sampled_from(splits(vis[a].shape[d], axes, ctx.mesh))), "dim": d}
+
+    def as_constraint(self, draw, ctx, arg, ty, dim, out):
+        # a real split: axes of size >= 2 only (a size-1 axis splits nothing)
+        if ctx.manual or ctx.explicit or ty.dtype != FLOAT or not 0 <= dim < ty.rank:
+            return None
+        axes = [n for n in ctx.mesh if n not in ctx.reserved and ctx.mesh[n] > 1]
+        opts = splits(ty.shape[dim], axes, ctx.mesh) if ty.shape[dim] > 0 else []
+        if not opts:
+            return None
+        return {"op": self.name, "args": [arg], "outs": [out], "axes": draw(st.sampled_from(opts)), "dim": dim}
 
     def reference(self, r, eqn, xs, ts, ctx):
         return [xs[0]]

@@ -90,6 +90,7 @@ class Slice(ExprOp):
     name = "slice"
     family = "movement"
     explicit_ok = False
+    along_param = "axis"
     params = {"axis": DIM, "start": BOUND, "stop": BOUND}
     feature_names = ("slice",)
 
@@ -129,6 +130,7 @@ class DynamicSlice(ExprOp):
     name = "dynamic_slice"
     family = "movement"
     explicit_ok = False
+    along_param = "axis"
     n_args = 2
     params = {"axis": DIM, "size": int_schema(0, 64)}
     feature_names = ("dynamic_slice",)
@@ -178,6 +180,7 @@ class DynamicUpdateSlice(ExprOp):
     name = "dynamic_update_slice"
     family = "movement"
     explicit_ok = False
+    along_param = "axis"
     n_args = 3
     params = {"axis": DIM}
     feature_names = ("dynamic_update_slice",)
@@ -232,6 +235,9 @@ class At(ExprOp):
                                   {"type": "array", "items": OPTIONAL_BOUND, "minItems": 2, "maxItems": 2}]}}
     preludes = ("index", "slice")
     method = ""
+
+    def along(self, eqn):
+        return 0, 0  # (the first dim: the rows an index names)
 
     def arg_dtypes(self, eqn):
         return ("float32", "float32") + ((INT,) if eqn["index"] is None else ())
