@@ -324,3 +324,53 @@ def test_an_op_is_drawn_again_on_its_own_output():
         shares[last] = hits[0] / hits[1]
     # cumsum of the last value: 0.04 here by the registry's weights, 0.21 after a cumsum (1 in 4 minus the misses)
     assert shares["cumsum"] > 0.12 > 0.08 > shares[None], shares
+
+
+def test_an_op_along_a_dim_is_annotated_as_split_along_it():
+    """_Gen.annotate: half of the equations of an op with a dim of its own (Op.along) come with a
+    sharding annotation splitting that dim, on the operand before it or on the result after it;
+    never inside a shard_map body, never with the annotations disabled, and always well typed."""
+    from fuzz.ops.base import Scope
+    from fuzz.render import NEWEST_CAPS
+    from strategies.programs import _Gen
+
+    cumsum = O.get("cumsum")
+    assert cumsum.along(eqn("cumsum", ["a"], ["b"], axis=1)) == (1, 1)
+    assert O.get("sum").along(eqn("sum", ["a"], ["b"], axis=1)) == (1, None)
+    assert O.get("sum").along(eqn("sum", ["a"], ["b"], axis=None)) == (None, None)
+    assert O.get("at_set").along(eqn("at_set", ["a", "u"], ["b"], index=[0, 2])) == (0, 0)
+    assert O.get("sin").along(eqn("sin", ["a"], ["b"])) == (None, None)
+    counts = {"before": 0, "after": 0, "none": 0}
+    manual_ctx = T.Ctx(mesh={"x": 2, "y": 4}, axes=(T.Axis("x", 2, "mesh"),))
+
+    @settings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(st.integers(0, 2**30), st.data())
+    def draw(_, data):
+        ctx = T.root_ctx(program(mesh=(("x", 2), ("y", 4))))
+        visible = {"a1": T.Ty((4, 8))}
+        for disabled, where in ((frozenset(), ctx), (frozenset({"with_sharding_constraint", "device_put"}), ctx),
+                                (frozenset(), manual_ctx)):
+            g = _Gen(data.draw, NEWEST_CAPS, max_depth=1, max_eqns=5, disabled=disabled)
+            scope = Scope(visible, ["a1"], NEWEST_CAPS, disabled, g.var, g.tag,
+                          lambda e: T.eqn_types(e, [scope.visible[a] for a in e["args"]], where), 4096, 4)
+            e = cumsum.draw(data.draw, where, scope)
+            typed = g._drawn(cumsum, e, where, scope)  # (raises ProgramError if ill typed)
+            ops = [x["op"] for x, _ in typed]
+            notes = [x for x, _ in typed if x["op"] in ("with_sharding_constraint", "device_put")]
+            if disabled or where is manual_ctx:
+                assert ops == ["cumsum"]
+                continue
+            if not notes:
+                counts["none"] += 1
+                continue
+            (note,) = notes
+            assert note["dim"] == e["axis"] and all(n in ("x", "y") for n in note["axes"])
+            if ops[0] == "cumsum":
+                counts["after"] += 1
+                assert note["args"] == typed[0][0]["outs"]
+            else:
+                counts["before"] += 1
+                assert typed[1][0]["args"] == note["outs"]
+
+    draw()
+    assert counts["before"] > 20 and counts["after"] > 20 and counts["none"] > 50, counts
