@@ -51,8 +51,8 @@ import re
 from dataclasses import replace
 
 from fuzz import ops as O
-from fuzz.ops.base import (DTYPES, FLOAT, Axis, Ctx, ProgramError, Ty, broadcast_shapes, spec_size,  # noqa: F401
-                           version_tuple)
+from fuzz.ops.base import (DTYPES, FLOAT, NO_PARTIAL_COLLECTIVES, Axis, Ctx, ProgramError, Ty,  # noqa: F401
+                           broadcast_shapes, spec_size, version_tuple)
 from fuzz.ops.base import require as _require
 
 # Op families, from the registry (fuzz/ops/): kept for the modules that name them.
@@ -271,12 +271,8 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
     if kind in LOOPS:
         n = t["n"]
         _require(type(n) is int and 0 <= n <= LOOP_MAX, f"{kind}'s trip count n is an int in 0..{LOOP_MAX}")
-        # jax.lax.while_loop has no transpose ("Reverse-mode differentiation does not work for
-        # lax.while_loop or lax.fori_loop with dynamic start/stop values", ValueError, measured
-        # on jax 0.10.2 under grad, vjp, jacrev and grad of a checkpoint); jvp, jacfwd and
-        # linearize run. fori_loop with static bounds lowers to a scan: reverse mode runs.
-        _require(kind != "while_loop" or REVERSE not in ctx.rules,
-                 "while_loop under grad / vjp / jacrev (reverse mode: refused by JAX)")
+        why = transform_refusal(kind, ctx)  # (no while_loop under reverse mode, release rules)
+        _require(why is None, why or "")
         return ctx, list(args)
     if kind in JACOBIANS:
         # measured on jax 0.10.2: both run inside shard_map bodies (check_vma on and off),
@@ -295,6 +291,8 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         # made to rediscover that bug everywhere; over unchecked and vmap axes it may vary
         # (measured: collectives inside both branches run and agree, devices diverging).
         _require(len(args) >= 1, "cond of a function without arguments")
+        why = transform_refusal(kind, ctx)
+        _require(why is None, why or "")
         _require(not (args[0].vma & checked_axes(ctx)),
                  "cond's predicate varies over a checked manual axis (jax-ml/jax#40823: not generated)")
         batched = ctx.in_vmap or JACOBIAN in ctx.rules
@@ -324,9 +322,8 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         _require(not ctx.manual or "no_nested_shard_map" not in ctx.rules,
                  "this JAX release cannot nest shard_maps")
         if set(names) | ctx.manual != set(mesh):  # partial-manual
-            _require("no_partial_manual" not in ctx.rules, "this JAX release has no partial-manual shard_map")
-            _require("partial_manual_needs_jit" not in ctx.rules or ctx.jit,
-                     "this JAX release runs a partial-manual shard_map only under jit")
+            why = partial_manual_refusal(ctx)
+            _require(why is None, why or "")
         outer_checks = {a.check_vma for a in ctx.axes if a.kind == "mesh"}
         _require(not outer_checks or outer_checks == {t["check_vma"]},
                  "a nested shard_map must keep the enclosing shard_map's check_vma")
@@ -388,6 +385,36 @@ def _jit_shardings(t: dict, key: str, types: list, ctx: Ctx) -> None:
              f"jit {key} and {'arguments' if key == 'in_specs' else 'results'} differ in length")
     for spec, ty in zip(specs, types):
         _check_spec(spec, ty.rank, list(ctx.mesh), ctx, "a mesh axis", shape=ty.shape)
+
+
+def transform_refusal(kind: str, ctx: Ctx) -> str | None:
+    """Why a ``cond`` or loop transform may not sit in ``ctx`` whatever its arguments, or None.
+
+    jax.lax.while_loop has no transpose ("Reverse-mode differentiation does not work for
+    lax.while_loop or lax.fori_loop with dynamic start/stop values", ValueError, measured
+    on jax 0.10.2 under grad, vjp, jacrev and grad of a checkpoint); jvp, jacfwd and
+    linearize run. fori_loop with static bounds lowers to a scan: reverse mode runs. The
+    release rules ``no_checked_cond`` / ``no_checked_while`` (:func:`release_rules`) refuse
+    them inside a shard_map with the replication check on.
+    """
+    if kind == "while_loop" and REVERSE in ctx.rules:
+        return "while_loop under grad / vjp / jacrev (reverse mode: refused by JAX)"
+    if kind in ("cond", "while_loop") and f"no_checked_{kind.split('_')[0]}" in ctx.rules and checked_axes(ctx):
+        return f"this JAX release has no replication rule for {kind} inside a checked shard_map"
+    return None
+
+
+def partial_manual_refusal(ctx: Ctx) -> str | None:
+    """Why this release refuses a partial-manual shard_map in ``ctx`` (the release rules), or None."""
+    if "no_partial_manual" in ctx.rules:
+        return "this JAX release has no partial-manual shard_map"
+    if "partial_manual_needs_jit" in ctx.rules and not ctx.jit:
+        return "this JAX release runs a partial-manual shard_map only under jit"
+    # its transpose psums cotangents over the manual axes, which such a release cannot lower
+    # there (NO_PARTIAL_COLLECTIVES, measured on jax 0.4.28 under vjp)
+    if NO_PARTIAL_COLLECTIVES in ctx.rules and REVERSE in ctx.rules:
+        return "this JAX release lowers no collective in a partial-manual shard_map: none under reverse mode"
+    return None
 
 
 def shardings_refusal(ctx: Ctx) -> str | None:
@@ -531,6 +558,15 @@ def release_rules(caps: dict | None) -> frozenset:
       replicated over it ("Collective psum must be applied to a device-varying replication
       type", measured on 0.4.26);
     - ``no_explicit``: no Explicit axis types (``jax.sharding.AxisType`` is missing);
+    - ``no_partial_collectives`` (:data:`fuzz.ops.base.NO_PARTIAL_COLLECTIVES`): no collective
+      over a mesh axis inside a partial-manual shard_map (``partial_manual_collectives``
+      false: NotImplementedError "Collectives in manually partitioned computations are only
+      supported when all mesh axes are partitioned manually", jax 0.4.28; see
+      :meth:`fuzz.ops.base.Ctx.collective_axes`);
+    - ``no_checked_cond`` / ``no_checked_while``: no ``cond`` / ``while_loop`` inside a shard_map
+      body with the replication check on (``checked_cond`` / ``checked_while`` false:
+      NotImplementedError "No replication rule for cond", jax 0.4.26 and 0.4.28; while also
+      0.4.38);
     - ``no_nested_shard_map``: the experimental shard_map cannot be nested (jax 0.4.26 and
       0.4.38, measured: AttributeError "'RewriteTrace' object has no attribute
       'process_shard_map'"; the renderer also passes no mesh to a nested one);
@@ -548,6 +584,11 @@ def release_rules(caps: dict | None) -> frozenset:
         rules.add("no_partial_manual")
     elif caps.get("eager_partial_manual") is False:
         rules.add("partial_manual_needs_jit")
+    if caps.get("partial_manual") and caps.get("partial_manual_collectives") is False:
+        rules.add(NO_PARTIAL_COLLECTIVES)
+    for kind in ("cond", "while"):
+        if caps.get(f"checked_{kind}") is False:
+            rules.add(f"no_checked_{kind}")
     if caps.get("callback_under_grad") is False:
         rules.add("no_callback_under_grad")
     if caps.get("shard_map") == "experimental":

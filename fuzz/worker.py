@@ -141,19 +141,46 @@ def measured_rules(jax, sm, caps: dict) -> dict:
       0.6.1 raise NotImplementedError there; under jit it works; measured).
     - ``callback_under_grad``: an io_callback on a stop_gradient argument may sit under grad
       (jax 0.4.28 raises "IO callbacks do not support JVP" even then; 0.4.38 does not; measured).
+    - ``partial_manual_collectives``: a collective over a manual axis lowers inside a
+      partial-manual shard_map under jit (jax 0.4.28 raises NotImplementedError "Collectives in
+      manually partitioned computations are only supported when all mesh axes are
+      partitioned manually", from ``SPMDAxisContext.axis_env`` in jax/_src/sharding_impls.py,
+      which every collective's lowering and axis_index's read; measured).
+    - ``checked_cond`` / ``checked_while``: a ``lax.cond`` / ``lax.while_loop`` runs inside a
+      shard_map whose replication check is on (jax 0.4.26 and 0.4.28 raise NotImplementedError
+      "No replication rule for cond" / "... for while": the experimental shard_map registers
+      no check rule for them; 0.4.38 has cond's, not while's; measured).
     """
     import numpy as np
     from jax.experimental import io_callback
 
-    rules = {"eager_partial_manual": False, "callback_under_grad": False}
+    rules = {"eager_partial_manual": False, "callback_under_grad": False, "partial_manual_collectives": False,
+             "checked_cond": False, "checked_while": False}
+    P = jax.sharding.PartitionSpec
+    one = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("a",))
+    bodies = {"checked_cond": lambda x: jax.lax.cond(x.sum() > 0, lambda v: v, lambda v: -v, x),
+              "checked_while": lambda x: jax.lax.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, c[1] * 2),
+                                                            (0, x))[1]}
+    for key, body in bodies.items():
+        try:
+            checked = sm(body, mesh=one, in_specs=P("a"), out_specs=P("a"), **{caps["check_kw"]: True})
+            jax.block_until_ready(jax.jit(checked)(np.ones(2, np.float32)))
+            rules[key] = True
+        except Exception:
+            pass
     if caps["partial_manual"] and len(jax.devices()) >= 2:
         mesh = jax.sharding.Mesh(np.array(jax.devices()[:2]).reshape(2, 1), ("a", "b"))
-        P = jax.sharding.PartitionSpec
         kw = {"axis_names": {"a"}} if caps["partial_manual"] == "axis_names" else {"auto": frozenset({"b"})}
+        x = np.zeros(2, np.float32)
         try:
-            jax.block_until_ready(sm(lambda x: x + 1, mesh=mesh, in_specs=P("a"), out_specs=P("a"), **kw)(
-                np.zeros(2, np.float32)))
+            jax.block_until_ready(sm(lambda x: x + 1, mesh=mesh, in_specs=P("a"), out_specs=P("a"), **kw)(x))
             rules["eager_partial_manual"] = True
+        except Exception:
+            pass
+        try:
+            body = sm(lambda x: jax.lax.psum(x, "a"), mesh=mesh, in_specs=P("a"), out_specs=P(), **kw)
+            jax.block_until_ready(jax.jit(body)(x))
+            rules["partial_manual_collectives"] = True
         except Exception:
             pass
 

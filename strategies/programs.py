@@ -163,14 +163,14 @@ class _Gen:
         # lax.cond keeps its body's types (so also in a grad's chain); its predicate (from the
         # first argument) may not vary over a checked manual axis (fuzz.typecheck.enter); where
         # a rank-0 result may not vary (scalar_ok false) it may not vary over a manual axis either
-        if args and not args[0].vma & T.checked_axes(ctx) and (scalar_ok or not args[0].vma & ctx.manual):
+        if args and not args[0].vma & T.checked_axes(ctx) and (scalar_ok or not args[0].vma & ctx.manual) \
+                and T.transform_refusal("cond", ctx) is None:
             kinds.append("cond")
         # jvp's values through jax.linearize: where jvp is drawn (fuzz.typecheck.enter)
         if not after_grad and args and all(floats) and not ctx.manual:
             kinds.append("linearize")
         # loops keep their body's types too; no while_loop under reverse mode (fuzz.typecheck.enter)
-        families["loop"] = [k for k in T.LOOPS if k not in self.disabled
-                            and not (k == "while_loop" and T.REVERSE in ctx.rules)]
+        families["loop"] = [k for k in T.LOOPS if k not in self.disabled and T.transform_refusal(k, ctx) is None]
         kinds.append("loop")
         kinds = [k for k in kinds if k not in self.disabled and families.get(k, True)]
         # the Jacobian, cond, linearize and loop kinds share two entries: each costs several
@@ -233,8 +233,7 @@ class _Gen:
         # shard_map
         free = [a for a in ctx.mesh if a not in ctx.manual]
         names = None
-        partial_ok = self.caps.get("partial_manual") and (ctx.jit or "partial_manual_needs_jit" not in ctx.rules)
-        partial_ok = partial_ok and "partial_manual" not in self.disabled
+        partial_ok = T.partial_manual_refusal(ctx) is None and "partial_manual" not in self.disabled
         if partial_ok and not ctx.explicit and len(free) > 1 and draw(st.booleans()):
             names = draw(st.lists(st.sampled_from(free), min_size=1, max_size=len(free) - 1, unique=True))
             names = [a for a in ctx.mesh if a in names]

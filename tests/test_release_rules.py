@@ -1,9 +1,11 @@
 """Rules of old JAX releases, measured by the worker (fuzz/worker.py measured_rules), shape generation.
 
 jax 0.4.28 (measured): a partial-manual shard_map (experimental ``auto=``) runs only
-under jit, and an io_callback may not sit under grad even on a stop_gradient argument.
-The generator must not spend programs on either; the typing rules refuse them for that
-release only.
+under jit and lowers no collective over a manual axis (none under reverse mode either: its
+transpose psums), an io_callback may not sit under grad even on a stop_gradient argument,
+and no lax.cond or lax.while_loop may sit in a shard_map with the replication check on
+("No replication rule for cond"). The generator must not spend programs on any of them;
+the typing rules refuse them for that release only.
 """
 import pytest
 from hypothesis import given, settings
@@ -14,7 +16,9 @@ from helpers import JIT, call, eqn, fn, program, shard_map
 from strategies.programs import programs
 
 CAPS_0_4_28 = {"shard_map": "experimental", "check_kw": "check_rep", "partial_manual": "auto", "explicit": False,
-               "eager_partial_manual": False, "callback_under_grad": False, "n_devices": 8}
+               "eager_partial_manual": False, "callback_under_grad": False, "partial_manual_collectives": False,
+               "checked_cond": False, "checked_while": False, "n_devices": 8}
+COLLECTIVES = {"psum", "pmax", "pmin", "pmean", "all_gather", "psum_scatter", "ppermute", "all_to_all", "axis_index"}
 
 
 def _walk(fn_, under_jit, out):
@@ -46,6 +50,21 @@ def test_old_release_programs_keep_its_rules(p):
     # under grad a callback's argument is under stop_gradient: on this release none may be there
     assert not any(kind == "callback" and stopped for kind, stopped in seen)
     assert "auto=frozenset(" in src or not any(kind == "partial" for kind, _ in seen)
+    ctx_seen = []
+
+    def note(e, ctx, args):
+        names = [a.name for a in ctx.axes]
+        partial = bool(ctx.manual) and ctx.manual != frozenset(ctx.mesh)
+        mesh_axes = [n for n in e.get("axes", ()) if n in ctx.manual]
+        ctx_seen.append((e["op"], partial, bool(mesh_axes), "reverse_mode" in ctx.rules and partial))
+        if e["op"] == "call" and any(a.check_vma for a in ctx.axes if a.kind == "mesh"):
+            ctx_seen.append(("checked", [t["kind"] for t in e["transforms"]]))
+        del names
+
+    check_program(p, caps=CAPS_0_4_28, on_eqn=note)
+    assert not any(x[0] in COLLECTIVES | {"index"} and x[1] and x[2] for x in ctx_seen if len(x) == 4)
+    assert not any(x[3] for x in ctx_seen if len(x) == 4)
+    assert not any(k in ("cond", "while_loop") for x in ctx_seen if x[0] == "checked" for k in x[1])
 
 
 def partial_program(transforms):
@@ -63,6 +82,40 @@ def test_eager_partial_manual_is_refused_only_where_the_release_cannot_run_it():
         check_program(eager, caps=CAPS_0_4_28)
 
 
+def test_a_partial_manual_body_has_no_collective_on_a_release_that_cannot_lower_one():
+    body = fn(["a"], [eqn("psum", ["a"], ["v"], axes=["x"])], ["v"])
+    p = program(mesh=(("x", 2), ("y", 2)), inputs=[("x0", (4,), 0)], functions={"f0": body},
+                calls=[call("f0", [JIT, shard_map([[["x"]]], [[None]], axis_names=["x"], check_vma=False)], ["x0"])])
+    check_program(p)  # the newest release lowers it
+    with pytest.raises(ProgramError, match="not usable here"):
+        check_program(p, caps=CAPS_0_4_28)
+    grad_body = fn(["a"], [eqn("call", ["a"], ["v"], transforms=[shard_map([[["x"]]], [[["x"]]], axis_names=["x"],
+                                                                             check_vma=False)],
+                               fn=fn(["b"], [eqn("sin", ["b"], ["s"])], ["s"])),
+                           eqn("sum", ["v"], ["l"], axis=None)], ["l"])
+    g = program(mesh=(("x", 2), ("y", 2)), inputs=[("x0", (4,), 0)], functions={"f0": grad_body},
+                calls=[call("f0", [JIT, {"kind": "grad", "argnums": [0]}], ["x0"])])
+    check_program(g)
+    with pytest.raises(ProgramError, match="none under reverse mode"):
+        check_program(g, caps=CAPS_0_4_28)
+
+
+@pytest.mark.parametrize("kind", ["cond", "while_loop"])
+def test_no_cond_or_while_in_a_checked_body_where_the_release_has_no_rule_for_it(kind):
+    t = {"kind": kind} if kind == "cond" else {"kind": kind, "n": 1}
+    inner = fn(["b"], [eqn("sin", ["b"], ["s"])], ["s"])
+    body = fn(["a"], [eqn("call", ["a"], ["v"], transforms=[t], fn=inner)], ["v"])
+    for check in (True, False):
+        p = program(mesh=(("x", 2),), inputs=[("x0", (4,), 0)], functions={"f0": body},
+                    calls=[call("f0", [JIT, shard_map([[None]], [[None]], check_vma=check)], ["x0"])])
+        check_program(p)
+        if check:
+            with pytest.raises(ProgramError, match="no replication rule"):
+                check_program(p, caps=CAPS_0_4_28)
+        else:
+            check_program(p, caps=CAPS_0_4_28)  # the rule is the replication check's
+
+
 def test_measured_rules_match_this_release():
     from fuzz.execute import Worker
 
@@ -70,6 +123,7 @@ def test_measured_rules_match_this_release():
         caps = w.caps
     # the newest JAX (what the test suite installs) runs both; older releases are measured the same way
     assert caps["eager_partial_manual"] is True and caps["callback_under_grad"] is True
+    assert caps["partial_manual_collectives"] is True and caps["checked_cond"] is True and caps["checked_while"]
 
 
 def test_nested_shard_maps_are_not_applicable_on_the_experimental_api():

@@ -24,6 +24,9 @@ PRED = "bool"
 FLOATS = (FLOAT, BF16, F16)  # floating dtypes, most precise first
 NUMERIC = FLOATS + (INT,)
 VALUE_DTYPES = NUMERIC + (PRED,)  # dtypes a value inside a function may have (fuzz/ops/elementwise.py: astype)
+# A release rule (fuzz.typecheck.release_rules): no collective over a mesh axis inside a
+# partial-manual shard_map (jax 0.4.28 cannot lower one there: see Ctx.collective_axes)
+NO_PARTIAL_COLLECTIVES = "no_partial_collectives"
 
 
 class OneOf(str):
@@ -182,10 +185,16 @@ class Ctx:
         return self.grad_at is not None
 
     def collective_axes(self) -> list:
-        """Axis names a collective may use here: visible, not reserved, and not across a grad it cannot cross."""
+        """Axis names a collective may use here: visible, not reserved, not across a grad it cannot
+        cross, and no mesh axis inside a partial-manual shard_map under :data:`NO_PARTIAL_COLLECTIVES`."""
         out = []
+        partial = self.manual != frozenset(self.mesh)
         for i, a in enumerate(self.axes):
             if not a.visible or a.name in self.reserved:
+                continue
+            # (a release whose partial-manual shard_map lowers no collective over a mesh axis:
+            # NO_PARTIAL_COLLECTIVES; vmap axes are batched away before lowering)
+            if a.kind == "mesh" and partial and NO_PARTIAL_COLLECTIVES in self.rules:
                 continue
             # across a derivative: vmap axes (each index its own copy of the arguments, the loss
             # summed over them: JAX's vmap-of-grad, measured on 0.10.2) and checked manual axes
