@@ -6,6 +6,7 @@ PYTHONHASHSEED) and judged exactly as in a campaign, so that a runner that stops
 passing the lowering worker's outcome, or a ``judge`` that stops calling an oracle,
 fails a test.
 """
+import json
 import os
 import re
 import subprocess
@@ -85,3 +86,25 @@ def test_runner_reports_a_lowering_that_depends_on_the_hash_seed(runner, hook):
     assert [(f.oracle, f.kind, f.call) for f in found] == [("determinism", "cross-process", 0)]
     assert f"PYTHONHASHSEED={seeds[0]} and {seeds[1]}" in found[0].message
     assert "@@" in found[0].details  # a unified diff of the two lowerings
+
+
+def test_the_lowering_hash_seeds_order_sets_of_axis_names_unlike_the_main_workers():
+    """fuzz.runner.LOWERING_HASH_SEEDS: each orders most pairs of axis names otherwise than seed 0
+    (a seed picked at random orders a pair alike half of the time), and the pairs each misses
+    are covered by another."""
+    from fuzz.runner import LOWERING_HASH_SEEDS
+
+    names = ["x", "y", "z", "w", "i", "j", "k", "l", "m"]
+    code = ("import itertools, json; n = %r; print(json.dumps([list({a, b}) + list({b, a}) "
+            "for a, b in itertools.combinations(n, 2)]))" % names)
+
+    def orders(seed):
+        env = {**os.environ, "PYTHONHASHSEED": str(seed)}
+        return json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                         check=True).stdout)
+
+    base = orders(0)
+    differs = [[a != b for a, b in zip(orders(s), base)] for s in LOWERING_HASH_SEEDS]
+    assert all(sum(d) >= 0.75 * len(base) for d in differs), [sum(d) for d in differs]
+    assert all(any(col) for col in zip(*differs))  # every pair is ordered otherwise by some seed
+    assert sum(a != b for a, b in zip(orders(2), base)) < 0.75 * len(base)  # (a seed at random: a coin toss)
