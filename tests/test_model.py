@@ -384,21 +384,30 @@ def test_drawn_programs_with_movement_ops_agree_with_jax(worker, p):
 
 def test_shard_map_stays_among_the_most_drawn_transforms():
     """The mission's core keeps its share as the grammar grows. Measured over 300 programs
-    (Hypothesis seeds 1-3 and derandomized): shard_map in 25-41% of them, first or second
-    after jit (vmap is the other). With shard_map as two entries of the transform draw and
+    (Hypothesis seeds 1-5 and derandomized, session 13): shard_map in 24-39% of them, first or
+    second after jit (vmap is the other). With shard_map as two entries of the transform draw and
     the control-flow and Jacobian kinds as one entry each (before strategies.programs.RARE_KINDS)
-    it was in 22-27% of the programs; this test fails on that generator (65 of 300)."""
+    it was in 22-27% of the programs; this test fails on that generator (65 of 300).
+
+    One run of 300 programs is too noisy to judge (20-41% on one generator over six seeds), and
+    its draws depend on which modules are imported: Hypothesis seeds generation with the
+    constants of every loaded local module (hypothesis.internal.conjecture.providers), so a
+    derandomized run differs between ``pytest tests/test_model.py`` and the whole suite. So the
+    share is pooled over four seeded runs of 250 (the mean of 4 has a spread of ~2%)."""
     from collections import Counter
 
+    from hypothesis import seed
+
     seen = Counter()
+    for s in (1, 2, 3, 4):
+        @seed(s)
+        @settings(max_examples=250, database=None)
+        @given(programs())
+        def count(p):
+            seen["programs"] += 1
+            seen.update(features(p)[0])
 
-    @settings(max_examples=300, derandomize=True, database=None)
-    @given(programs())
-    def count(p):
-        seen["programs"] += 1
-        seen.update(features(p)[0])
-
-    count()
+        count()
     others = ("vmap", "grad", "value_and_grad", "vjp", "jvp", "checkpoint", "lax_map", "cond", "fori_loop",
               "while_loop", "jacrev", "jacfwd", "linearize")
     assert seen["shard_map"] >= 0.25 * seen["programs"], seen
