@@ -565,3 +565,33 @@ def test_a_grad_loss_scales_the_terms_the_parameters_do_not_reach():
 
     check()
     assert products[0] > 0  # the mixed case was drawn
+
+
+
+def test_a_differentiated_body_often_starts_with_a_nested_call_on_its_parameter():
+    """A loss applies a model to its parameters: half of the bodies a derivative is taken of
+    start with a nested call (strategies.programs _Gen.function's ``differentiated``), on the
+    parameter when it is the only value, so the derivative goes through that call's
+    transforms (grad through a shard_map). Without it a first equation is a call about one
+    time in eight (the "call" family's weight): this test fails then."""
+    from fuzz import typecheck as T
+    from strategies.programs import _Gen
+
+    seen = {True: [0, 0], False: [0, 0]}
+
+    @settings(max_examples=240, deadline=None, database=None)
+    @given(st.data(), st.booleans())
+    def check(data, differentiated):
+        p = program(mesh=(("x", 2), ("y", 4)), inputs=[("x0", (8,), 0)])
+        g = _Gen(data.draw, NEWEST_CAPS, max_depth=3, max_eqns=4)
+        body, _ = g.function(T.root_ctx(p), [T.Ty((8,))], {}, 0, want_scalar=True, differentiated=differentiated)
+        T.function_types(body, T.root_ctx(p), [T.Ty((8,))], {})  # (a valid body)
+        first = body["eqns"][0] if body["eqns"] else {}
+        seen[differentiated][0] += 1
+        seen[differentiated][1] += first.get("op") == "call" and first["args"][0] == body["params"][0]
+
+    check()
+    (n_diff, calls_diff), (n_plain, calls_plain) = seen[True], seen[False]
+    assert n_diff >= 60 and n_plain >= 60, seen
+    assert calls_diff >= 0.3 * n_diff, seen
+    assert calls_plain < 0.3 * n_plain, seen
