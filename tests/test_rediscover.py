@@ -73,3 +73,16 @@ def test_jax_18434_needs_two_chained_updates_of_both_index_kinds():
     nested = program(inputs=[("x", (8, 4), 1), ("y", (), 2)], functions={"f": outer},
                      calls=[{"function": "f", "transforms": [{"kind": "jit"}], "args": ["x", "y"]}])
     assert match(_wrong(nested, [0]), nested)
+
+
+def test_seed_b_needs_a_reverse_mode_derivative_through_a_shard_map():
+    """Seed B is a cross-process lowering difference of a program with a shard_map under any
+    reverse-mode API (grad, value_and_grad, vjp, jacrev); forward mode or another oracle is not it."""
+    body = fn(["a"], [eqn("sin", ["a"], ["b"])], ["b"])
+    sm = {"kind": "shard_map", "in_specs": [[["x"]]], "out_specs": [[["x"]]], "check_vma": True, "axis_names": None}
+    lowering = Finding("determinism", "cross-process", "x")
+    for kind, want in (("vjp", True), ("jvp", False)):
+        p = program(mesh=(("x", 4),), inputs=[("x", (8,), 1)], functions={"f": body},
+                    calls=[{"function": "f", "args": ["x"], "transforms": [{"kind": kind, "seed": 0}, sm]}])
+        assert rediscover.KINDS["B"](lowering, p) is want, kind
+        assert not rediscover.KINDS["B"](Finding("determinism", "within-process", "x"), p)
