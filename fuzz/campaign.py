@@ -24,7 +24,7 @@ from fuzz import features as F
 from fuzz import findings as findings_file
 from fuzz.reduce import reduce_program
 from fuzz.render import render
-from fuzz.runner import Runner
+from fuzz.runner import Runner, default_timeout
 from fuzz.typecheck import ProgramError
 from oracles.common import LABELLED, Finding, same_finding
 from strategies.swarm import program_names, swarm_programs
@@ -412,6 +412,10 @@ class Campaign:
 
         deadline = deadline or self.start + self.seconds + self.shrink_seconds
         budget = min(REDUCE_SECONDS, max(1.0, deadline - time.monotonic()))
+        if want.oracle == "hang" and budget < 2 * (self.runner.timeout or default_timeout(rec.program)):
+            # a candidate that still hangs costs the time limit, twice with its confirmation:
+            # one would overrun the budget by minutes (kept as found; `shardfuzz reduce` has time)
+            return signature
         self.reducing = signature
         try:
             with self.runner.trusting_fresh():  # (a candidate must show this signature: see Runner)

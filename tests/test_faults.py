@@ -107,3 +107,22 @@ def test_a_reducer_trusts_the_crash_of_a_fresh_worker_and_confirms_any_other():
         r.close()
     for found in (first, again, after, last):
         assert [(f.oracle, f.kind, f.history) for f in found] == [("crash", "SIGABRT", [])]
+
+
+def test_a_hang_is_not_reduced_when_two_time_limits_exceed_the_budget():
+    """A candidate that still hangs costs the time limit, twice with its confirmation: with a
+    60-s limit and 5 s left, the hang is kept as found and nothing runs; with a 1-s limit the
+    reducer runs candidates (each hangs or not within a second)."""
+    from fuzz.campaign import Record
+    from oracles.common import Finding
+
+    for limit, runs in ((60, False), (1, True)):
+        c = Campaign(seconds=3600, determinism=False, timeout=limit, source_hook=rotating(["hang"]))
+        c.start = time.monotonic()
+        try:
+            f = Finding("hang", "timeout", "no answer", call=None)
+            c.records[f.signature] = Record(f, callback_program(), "", 1)
+            assert c.reduce(f.signature, deadline=time.monotonic() + 5) == f.signature
+            assert (c.runner.stats.programs > 0) is runs, (limit, c.runner.stats.programs)
+        finally:
+            c.close()
