@@ -167,7 +167,7 @@ RELEASES = {"A": "0.4.38", "B": "0.4.28", "C": None, "jax-21403": "0.4.26", "jax
             "jax-29832": "0.6.1", "jax-34211": "0.8.1", "jax-25699": "0.4.38"}
 
 
-def _job(bug: str, seed: int, seconds: float, python, avoid: bool, keep, found, out) -> None:
+def _job(bug: str, seed: int, seconds: float, python, avoid: bool, keep, found, out, job: int = 0) -> None:
     """One job (a forked process): a Campaign that stops at its first match of ``bug`` or
     once ``found`` (a multiprocessing Event) is set by another job; puts its row on ``out``.
     ``keep``: a directory where the matching finding is saved as a corpus entry (for
@@ -183,7 +183,7 @@ def _job(bug: str, seed: int, seconds: float, python, avoid: bool, keep, found, 
             shown.setdefault("program", program)
             return True
         return False
-    c = Campaign(seconds=seconds, seed=seed, python=python, shrink_seconds=0, stop_when=match,
+    c = Campaign(seconds=seconds, seed=seed, python=python, shrink_seconds=0, stop_when=match, job=job,
                  avoid_known=avoid, on_progress=progress)
     try:
         c.run()
@@ -213,7 +213,7 @@ def campaign(bug: str, seed: int, seconds: float, python, avoid: bool, jobs: int
     from each job's start, or None), "programs" (summed), "signature"}."""
     ctx = multiprocessing.get_context("fork")  # (no JAX in this process: the workers import it)
     found, out = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_job, args=(bug, job_seed(seed, j), seconds, python, avoid, keep, found, out))
+    procs = [ctx.Process(target=_job, args=(bug, job_seed(seed, j), seconds, python, avoid, keep, found, out, j))
              for j in range(jobs)]
     for p in procs:
         p.start()

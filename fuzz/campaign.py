@@ -135,7 +135,7 @@ class Campaign:
         self.on_progress = on_progress or (lambda c: None)
         self.stop_when = stop_when  # stop_when(finding, program) -> bool: end the campaign at the first match
         self.matched: tuple | None = None  # (seconds into the campaign, Finding) of that match
-        self.runner = Runner(python=python, determinism=determinism, timeout=timeout, source_hook=source_hook)
+        self.runner = Runner(python=python, determinism=determinism, timeout=timeout, source_hook=source_hook, job=job)
         self.caps = self.runner.caps
         self.stats = self.runner.stats
         self.database = database or None

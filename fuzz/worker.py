@@ -135,7 +135,7 @@ def capabilities(jax) -> dict:
 
 
 def measured_rules(jax, sm, caps: dict) -> dict:
-    """Rules of this release measured by running two tiny programs (not assumed from the version).
+    """Rules of this release measured by running tiny programs (not assumed from the version).
 
     - ``eager_partial_manual``: a partial-manual shard_map runs outside jit (jax 0.4.26 to
       0.6.1 raise NotImplementedError there; under jit it works; measured).
@@ -158,13 +158,14 @@ def measured_rules(jax, sm, caps: dict) -> dict:
              "checked_cond": False, "checked_while": False}
     P = jax.sharding.PartitionSpec
     one = jax.sharding.Mesh(np.array(jax.devices()[:1]), ("a",))
-    bodies = {"checked_cond": lambda x: jax.lax.cond(x.sum() > 0, lambda v: v, lambda v: -v, x),
-              "checked_while": lambda x: jax.lax.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, c[1] * 2),
-                                                            (0, x))[1]}
+    # (the cond's predicate from a replicated argument, as the typing rules draw it in a checked body)
+    bodies = {"checked_cond": lambda p, x: jax.lax.cond(p.sum() > 0, lambda v: v, lambda v: -v, x),
+              "checked_while": lambda p, x: jax.lax.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, c[1] * 2),
+                                                               (0, x))[1]}
     for key, body in bodies.items():
         try:
-            checked = sm(body, mesh=one, in_specs=P("a"), out_specs=P("a"), **{caps["check_kw"]: True})
-            jax.block_until_ready(jax.jit(checked)(np.ones(2, np.float32)))
+            checked = sm(body, mesh=one, in_specs=(P(), P("a")), out_specs=P("a"), **{caps["check_kw"]: True})
+            jax.block_until_ready(jax.jit(checked)(np.ones(2, np.float32), np.ones(2, np.float32)))
             rules[key] = True
         except Exception:
             pass

@@ -38,9 +38,9 @@ OPTIONS = ("explicit_mesh", "spmd_axis_name", "vmap_axis_name", "partial_manual"
            "enable_checks")
 MAX_ELEMENTS = 4096
 MAX_RANK = 4
-RARE_KINDS = ("jac", "cond", "linearize", "loop", "scan")
+RARE_KINDS = ("jac", "cond", "linearize", "loop", "scan")  # two entries of the transform draw (see _Gen.transform_in)
 # transforms that take a derivative of the function under them (see _Gen.function's ``differentiated``)
-DIFFERENTIATING = ("grad", "value_and_grad", "vjp", "jvp", "linearize", "jacrev", "jacfwd")  # two entries of the transform draw (see _Gen.transform_in)
+DIFFERENTIATING = ("grad", "value_and_grad") + T.LINEARIZED + T.JACOBIANS
 JAC_MAX_ARG = 16  # elements of the argument a Jacobian is drawn for (the result has out.size * arg.size)
 
 
@@ -514,8 +514,7 @@ class _Gen:
             families.setdefault(op.family, []).append(op)
         if depth < self.max_depth and self.nest < self.max_depth and "call" not in self.disabled and scope.floats():
             if call_first:
-                self.drawn_op = None
-                return [self.nested_call(ctx, scope, depth)]
+                return [self._call(ctx, scope, depth)]
             families["call"] = None
         # collectives 3 times their weight where an axis of size >= 2 is in scope (a shard_map
         # or named vmap body): the only places they can be drawn at all
@@ -528,8 +527,7 @@ class _Gen:
         while weighted:
             fam = draw(st.sampled_from(weighted))
             if fam == "call":
-                self.drawn_op = None
-                return [self.nested_call(ctx, scope, depth)]
+                return [self._call(ctx, scope, depth)]
             if focused and draw(st.booleans()):
                 op = draw(st.sampled_from(focused))
                 got = op.draw(draw, ctx, scope)
@@ -544,6 +542,13 @@ class _Gen:
                 ops = [o for o in ops if o is not op]
             weighted = [f for f in weighted if f != fam]
         return []
+
+    def _call(self, ctx: T.Ctx, scope: Scope, depth: int):
+        """A nested call (:meth:`nested_call`); after it, no op is the one just drawn (its body's
+        equations set ``drawn_op`` while they are drawn)."""
+        e = self.nested_call(ctx, scope, depth)
+        self.drawn_op = None
+        return e
 
     def _drawn(self, op, got, ctx: T.Ctx, scope: Scope) -> list:
         """The typed equations of ``op``'s draw (an equation or a list), annotated (:meth:`annotate`)."""
