@@ -86,3 +86,37 @@ def test_seed_b_needs_a_reverse_mode_derivative_through_a_shard_map():
                     calls=[{"function": "f", "args": ["x"], "transforms": [{"kind": kind, "seed": 0}, sm]}])
         assert rediscover.KINDS["B"](lowering, p) is want, kind
         assert not rediscover.KINDS["B"](Finding("determinism", "within-process", "x"), p)
+
+
+def test_jax_34211_needs_the_reports_site_in_the_failing_call():
+    """A custom_vjp under grad of a shard_map on an Explicit mesh, raising at the report's site,
+    matches; the same error from a call without the shard_map (another call has it) does not,
+    and neither does another error of the same call."""
+    sm = {"kind": "shard_map", "in_specs": [[["x"]]], "out_specs": [[["x"]]], "check_vma": False,
+          "axis_names": None}
+    body = fn(["a"], [eqn("custom_vjp", ["a"], ["b"], primal="sin", rule="none")], ["b"])
+    plain = fn(["a"], [eqn("custom_vjp", ["a"], ["b"], primal="sin", rule="none"), eqn("sum", ["b"], ["c"], axis=None)],
+               ["c"])
+    p = program(mesh=(("x", 2),), inputs=[("x", (8,), 1)], functions={"f": body, "g": plain},
+                axis_type="explicit",
+                calls=[{"function": "f", "args": ["x"], "transforms": [{"kind": "vjp", "seed": 0}, sm]},
+                       {"function": "g", "args": ["x"], "transforms": [{"kind": "grad", "argnums": [0]}]}])
+    site = "internal-error: builtins.AssertionError: jax._src.op_shardings:get_num_ways_dim_sharded: "
+    match = rediscover.KINDS["jax-34211"]
+    assert match(Finding("internal-error", "builtins.AssertionError", "", call=0, signature=site), p)
+    assert not match(Finding("internal-error", "builtins.AssertionError", "", call=1, signature=site), p)
+    assert not match(Finding("internal-error", "builtins.TypeError", "Cannot convert GSPMDSharding", call=0), p)
+
+
+def test_jax_25699_needs_an_axis_index_over_a_size_one_manual_axis():
+    """The report's abort with an axis_index over a size-1 axis of a partial-manual shard_map;
+    over a size-2 axis, or the same abort in a program without axis_index, is something else."""
+    check = "Check failed: hlo->sharding().IsManual() || hlo->sharding().IsManualSubgroup()"
+    for sizes, want in (((1, 2), True), ((2, 2), False)):
+        body = fn(["a"], [eqn("axis_index", ["a"], ["b"], axes=["i"])], ["b"])
+        sm = {"kind": "shard_map", "in_specs": [[["i"]]], "out_specs": [[["i"]]], "check_vma": False,
+              "axis_names": ["i"]}
+        p = program(mesh=(("i", sizes[0]), ("j", sizes[1])), inputs=[("x", (4,), 1)], functions={"f": body},
+                    calls=[{"function": "f", "args": ["x"], "transforms": [{"kind": "jit"}, sm]}])
+        assert rediscover.KINDS["jax-25699"](Finding("crash", "SIGABRT", check), p) is want, sizes
+        assert not rediscover.KINDS["jax-25699"](Finding("crash", "SIGABRT", "Check failed: other"), p)
