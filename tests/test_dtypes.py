@@ -280,3 +280,37 @@ def test_collectives_over_int32_bfloat16_and_bool_agree_with_jax(worker):
                 calls=[call("f0", [JIT, shard_map([[["x"], None]], specs, check_vma=cv)], ["x0"])
                        for cv in (True, False)])
     agree_with_jax(worker, p)
+
+
+def test_values_of_other_dtypes_reach_a_result():
+    """A bfloat16 / float16 / int32 / bool value that nothing in its body reads goes back to
+    float32 (``Op.as_float32``) and so can be a result: without it most of them were dead code,
+    whose wrong values no oracle compares (strategies.programs ``_Gen.function``). Fails when a
+    drawn body leaves such a value unread, or when none was drawn at all."""
+    from strategies.programs import _reads
+
+    seen = {"low": 0}
+
+    @settings(max_examples=120, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(programs())
+    def check(p):
+        def walk(fn, ctx_types):
+            # the dtype of every value this body (or a nested one) defines, by the typing rules
+            read = _reads(fn["eqns"]) | set(fn["results"])
+            for e in fn["eqns"]:
+                if e["op"] == "call":
+                    walk(e["fn"], ctx_types)
+                for o in e["outs"]:
+                    if ctx_types.get(o, FLOAT) != FLOAT:
+                        seen["low"] += 1
+                        assert o in read, (o, ctx_types[o], fn)
+
+        types = {}
+        T.check_program(p, on_eqn=lambda e, ctx, args: types.update(
+            zip(e["outs"], T.eqn_types(e, args, ctx)) if e["op"] != "call" else ()))
+        types = {k: v.dtype for k, v in types.items()}
+        for f in p["functions"].values():
+            walk(f, types)
+
+    check()
+    assert seen["low"] > 0

@@ -543,12 +543,14 @@ def test_a_grad_loss_scales_the_terms_the_parameters_do_not_reach():
         reached_in = {}  # each body (nested ones too): the float values its own parameters reach
 
         def walk(fn):
-            reached = set(fn["params"])  # (not through a stop_gradient; captures are constants)
+            # (not through a stop_gradient; captures are constants; a derivative goes through
+            # float conversions, not through int32 or bool values)
+            reached = set(fn["params"])
             for e in fn["eqns"]:
                 if e["op"] == "call":
                     walk(e["fn"])
                 if e.get("stop_gradient") is not True and _names_read(e) & reached:
-                    reached.update(o for o in e["outs"] if dtypes.get(o, T.FLOAT) == T.FLOAT)
+                    reached.update(o for o in e["outs"] if dtypes.get(o, T.FLOAT) in ("float32", "bfloat16", "float16"))
                 for o in e["outs"]:
                     reached_in[o] = reached
 

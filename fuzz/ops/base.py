@@ -445,6 +445,12 @@ class Op:
         one they do, as d + d * c (added alone, its value could not reach the gradient)."""
         raise NotImplementedError
 
+    def as_float32(self, arg: str, out: str) -> dict:
+        """An equation of this op converting ``arg`` (any dtype but float32) to the float32 ``out``,
+        keeping its shape (not every op): a body's value of another dtype that nothing reads
+        becomes a result that way (function results are float32)."""
+        raise NotImplementedError
+
     def as_constraint(self, draw, ctx: Ctx, arg: str, ty: Ty, dim: int, out: str) -> dict | None:
         """An equation of this op annotating ``arg`` (of type ``ty``) as split along ``dim`` over
         some mesh axes, into ``out``, or None where no axes can split that dim here (not every op):

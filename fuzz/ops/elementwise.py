@@ -191,6 +191,9 @@ class Astype(ExprOp):
         return {"op": self.name, "args": [scope.pick(draw, xs)], "outs": [scope.new_var()],
                 "dtype": draw(st.sampled_from(LOW))}
 
+    def as_float32(self, arg, out):
+        return {"op": self.name, "args": [arg], "outs": [out], "dtype": FLOAT}
+
     def reference(self, r, eqn, xs, ts, ctx):
         x, dt = xs[0], eqn["dtype"]
         xp = r.xp
