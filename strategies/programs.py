@@ -41,7 +41,7 @@ MAX_RANK = 4
 RARE_KINDS = ("jac", "cond", "linearize", "loop", "scan")  # two entries of the transform draw (see _Gen.transform_in)
 # transforms that take a derivative of the function under them (see _Gen.function's ``differentiated``)
 DIFFERENTIATING = ("grad", "value_and_grad") + T.LINEARIZED + T.JACOBIANS
-MAX_SINKS = 8  # results of a function body at most (max_eqns 5 with preludes and annotations rarely makes more sinks)
+MAX_SINKS = 4  # results of a function body at most (max_eqns 5 with preludes and annotations rarely makes more sinks)
 JAC_MAX_ARG = 16  # elements of the argument a Jacobian is drawn for (the result has out.size * arg.size)
 
 
