@@ -41,7 +41,10 @@ MAX_RANK = 4
 RARE_KINDS = ("jac", "cond", "linearize", "loop", "scan")  # two entries of the transform draw (see _Gen.transform_in)
 # transforms that take a derivative of the function under them (see _Gen.function's ``differentiated``)
 DIFFERENTIATING = ("grad", "value_and_grad") + T.LINEARIZED + T.JACOBIANS
-MAX_SINKS = 4  # results of a function body at most (max_eqns 5 with preludes and annotations rarely makes more sinks)
+# results of a function body at most (the most recent sinks): eight made programs 23% larger
+# (8.9 equations against 7.2: a rank-1 glue, a loss term and a conversion per extra result)
+# and slower per program, for few more live equations (see _Gen.function)
+MAX_SINKS = 4
 JAC_MAX_ARG = 16  # elements of the argument a Jacobian is drawn for (the result has out.size * arg.size)
 
 
@@ -412,8 +415,9 @@ class _Gen:
         # equation feeds a result: dead code hides the bugs of the values it computes (mutants
         # of the seeded-bug benchmark stayed silent that way). Up to three sinks, and one time
         # in four one or two drawn, left 38% of the collectives dead (45% in nested bodies),
-        # 27% of all ops; every sink: 13% and 15% (seeded.live_equations over 2000 drawn
-        # programs, seed 1, jax 0.10.2's capabilities)
+        # 27% of all ops; up to MAX_SINKS sinks, values of other dtypes converted (below): 8%
+        # of the collectives, 4% of all ops (benchmarks/seeded.py live_equations over 2000
+        # drawn programs, seed 1, jax 0.10.2's capabilities)
         read = _reads(eqns)
 
         def sinks(vs: list) -> list:
