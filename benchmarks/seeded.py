@@ -380,7 +380,9 @@ def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
     """Draw ``n`` programs from the generator (no JAX run) and count, per mutant, those with its composition.
 
     Returns {"programs": n, "counts": {mutant: programs with the composition in live code},
-    "counts_with_dead_code": {mutant: the same, dead code included}} and, with ``keep`` >
+    "counts_with_dead_code": {mutant: the same, dead code included}, "live": {"equations",
+    "collectives": [live, all] over the drawn programs, nested bodies included, by
+    :func:`live_equations`}} and, with ``keep`` >
     0, "kept": {mutant: [the first ``keep`` programs with the composition live, each with
     another mesh or other call chains than the ones kept before]} (Hypothesis' generate
     phase draws near-duplicates: the five programs kept for ppermute_lowering_multigroup
@@ -398,6 +400,15 @@ def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
     kept: dict = {m.name: [] for m in mutants.MUTANTS}
     shapes: dict = {m.name: set() for m in mutants.MUTANTS}  # mesh and call chains of the programs counted
     drawn = [0]
+    live = {"equations": [0, 0], "collectives": [0, 0]}
+
+    def tally(fn: dict, alive: dict) -> None:
+        for e in fn["eqns"]:
+            for key in ("equations", "collectives") if e["op"] in _COLLECTIVES else ("equations",):
+                live[key][0] += bool(alive.get(id(e)))
+                live[key][1] += 1
+            if e["op"] == "call":
+                tally(e["fn"], alive)
 
     @hseed(seed)
     @settings(max_examples=n, phases=[Phase.generate], database=None, deadline=None,
@@ -405,6 +416,9 @@ def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
     @given(programs())
     def draw(p):
         drawn[0] += 1
+        alive = live_equations(p)
+        for f in p["functions"].values():
+            tally(f, alive)
         for name in exposures(p, live_only=False):
             counts_any[name] += 1
         key = program_shape(p)
@@ -418,7 +432,7 @@ def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
 
     draw()
     out = {"programs": drawn[0], "counts": counts, "counts_with_dead_code": counts_any,
-           "distinct": {name: len(v) for name, v in shapes.items()}}
+           "distinct": {name: len(v) for name, v in shapes.items()}, "live": live}
     if keep:
         out["kept"] = kept
     return out
