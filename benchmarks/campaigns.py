@@ -3,6 +3,7 @@
     python benchmarks/campaigns.py issue9 --seeds 1 2 3 --seconds 600   # with / without, one pair per seed
     python benchmarks/campaigns.py jobs --seeds 1 --seconds 600         # --jobs 1, then --jobs 2
     python benchmarks/campaigns.py swarm --seeds 1 2 3 --seconds 600    # default / --swarm, one pair per seed
+    python benchmarks/campaigns.py revs --revs 508d5b0 HEAD --seeds 1 2 --seconds 300   # two versions of shardfuzz
 
 Each run is ``shardfuzz run --seed S --time T --database '' --report ...`` (the corpus as
 known findings, determinism on) from a ``git archive`` snapshot of HEAD, so that edits to
@@ -16,6 +17,9 @@ the working tree cannot change a long benchmark.
 - ``swarm``: the default campaign against ``--swarm`` (strategies/swarm.py), at the same
   time, each with ``--jobs 1``, as for ``issue9``.
 - ``jobs``: ``--jobs 1`` and then ``--jobs 2``, one after the other (each wants every core).
+- ``revs``: the default campaign of each git revision of ``--revs`` (each from its own
+  ``git archive`` snapshot, its own corpus as the known findings), all at the same time,
+  each with ``--jobs 1``: a change's cost in programs/s, side by side.
 
 Per run: programs, programs/s, distinct signatures (new findings plus corpus entries hit),
 new findings, and the share of the time spent on fresh programs that hit an already
@@ -44,11 +48,11 @@ PAIRS = {"issue9": [("with", []), ("without", WITHOUT_ISSUE9)],
          "swarm": [("default", []), ("swarm", ["--swarm"])]}
 
 
-def snapshot(dest: Path) -> Path:
-    """HEAD's files in ``dest`` (seeded.extract: git archive); returns ``dest``."""
+def snapshot(dest: Path, rev: str = "HEAD") -> Path:
+    """The files of git revision ``rev`` in ``dest`` (seeded.extract: git archive); returns ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
-    if not extract("HEAD", str(dest)):
-        raise SystemExit("campaigns.py: git archive HEAD failed")
+    if not extract(rev, str(dest)):
+        raise SystemExit(f"campaigns.py: git archive {rev[:40]} failed: is it a revision of this repository?")
     return dest
 
 
@@ -75,23 +79,36 @@ def row(variant: str, seed: int, report: Path) -> dict:
             "programs_per_second": r["programs_per_second"], "distinct_signatures": len(sigs),
             "new_findings": len(r["findings"]), "known_entries_hit": len(r["known"]),
             "known_time_share": round(r["known_seconds"] / r["seconds"], 3) if r["seconds"] else None,
+            # JAX (worker) and the unsharded reference per program, seconds: the programs' own cost,
+            # apart from shrinking and generation
+            "run_seconds_per_program": round((r["worker_seconds"] + r["reference_seconds"]) / r["programs"], 3)
+            if r["programs"] else None,
             "jobs": r.get("jobs", 1)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("comparison", choices=["issue9", "swarm", "jobs"])
+    ap.add_argument("comparison", choices=["issue9", "swarm", "jobs", "revs"])
+    ap.add_argument("--revs", nargs="+", default=[], help="Git revisions to compare (revs).")
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--seconds", type=float, default=600)
     ap.add_argument("--keep", default=None, help="Copy each run's directory (report, stderr) here.")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="shardfuzz-campaigns-") as tmp:
+        if args.comparison == "revs" and len(args.revs) < 2:
+            raise SystemExit("campaigns.py: revs needs two or more revisions: --revs OLD NEW")
         code = snapshot(Path(tmp) / "code")
+        codes = {rev: snapshot(Path(tmp) / f"code-{k}", rev) for k, rev in enumerate(args.revs)}
         work = Path(tmp) / "runs"
         work.mkdir()
         for seed in args.seeds:
-            if args.comparison in PAIRS:
+            if args.comparison == "revs":
+                runs = [(rev, start(codes[rev], work, f"rev{k}-{seed}", seed, args.seconds, ["--jobs", "1"]))
+                        for k, rev in enumerate(args.revs)]
+                for _, (proc, _) in runs:
+                    proc.wait()
+            elif args.comparison in PAIRS:
                 runs = [(variant, start(code, work, f"{variant}-{seed}", seed, args.seconds, ["--jobs", "1", *extra]))
                         for variant, extra in PAIRS[args.comparison]]
                 for _, (proc, _) in runs:
@@ -107,16 +124,18 @@ def main() -> None:
                     shutil.copytree(report.parent, Path(args.keep) / report.parent.name, dirs_exist_ok=True)
                 rows.append(row(variant, seed, report))
                 print(json.dumps(rows[-1]), flush=True)
-    print(f"\n{'variant':10} {'runs':>4} {'programs/s':>10} {'distinct sigs':>13} {'new':>5} {'known time':>10}")
+    print(f"\n{'variant':10} {'runs':>4} {'programs/s':>10} {'distinct sigs':>13} {'new':>5} {'known time':>10} "
+          f"{'run s/program':>13}")
     for variant in dict.fromkeys(r["variant"] for r in rows):
         ok = [r for r in rows if r["variant"] == variant and "error" not in r]
         if not ok:
             print(f"{variant:10} {0:>4}")
             continue
         med = {k: statistics.median(r[k] for r in ok) for k in
-               ("programs_per_second", "distinct_signatures", "new_findings", "known_time_share")}
+               ("programs_per_second", "distinct_signatures", "new_findings", "known_time_share",
+                "run_seconds_per_program")}
         print(f"{variant:10} {len(ok):>4} {med['programs_per_second']:>10.3f} {med['distinct_signatures']:>13} "
-              f"{med['new_findings']:>5} {med['known_time_share']:>10.1%}")
+              f"{med['new_findings']:>5} {med['known_time_share']:>10.1%} {med['run_seconds_per_program']:>13.3f}")
 
 
 if __name__ == "__main__":

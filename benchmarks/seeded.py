@@ -673,10 +673,11 @@ def print_table(lines: list) -> None:
 
 def extract(sha: str, dest: str) -> bool:
     """The files of commit ``sha`` of this repository in directory ``dest`` (``git archive``); False on failure."""
-    archive = subprocess.Popen(["git", "-C", str(ROOT), "archive", sha], stdout=subprocess.PIPE)
-    subprocess.run(["tar", "-x", "-C", dest], stdin=archive.stdout, check=True)
+    archive = subprocess.Popen(["git", "-C", str(ROOT), "archive", sha], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL)
+    untar = subprocess.run(["tar", "-x", "-C", dest], stdin=archive.stdout, stderr=subprocess.DEVNULL)
     archive.stdout.close()
-    return archive.wait() == 0
+    return archive.wait() == 0 and untar.returncode == 0
 
 
 def rerun_from_snapshot(rev: str, out: str | None) -> int:
