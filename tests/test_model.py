@@ -417,17 +417,22 @@ def test_shard_map_stays_among_the_most_drawn_transforms():
 def test_most_calls_are_jitted_as_jax_code_is():
     """Half of a program's fresh calls are a jit of the rest (XLA's sharding propagation sees the
     whole function only under jit). Before, a jit came first in 365 of 1736 calls (1000
-    programs, seed 0); this test fails on that generator."""
+    programs, seed 0); this test fails on that generator. Pooled over four seeded runs, as
+    the shard_map share above: one derandomized run of 200 moved from 38% to 33% when the
+    generator's other draws changed (session 14)."""
+    from hypothesis import seed
+
     seen = {"calls": 0, "jit": 0}
+    for s in (1, 2, 3, 4):
+        @seed(s)
+        @settings(max_examples=150, database=None)
+        @given(programs())
+        def count(p):
+            for c in p["calls"]:
+                seen["calls"] += 1
+                seen["jit"] += bool(c["transforms"]) and c["transforms"][0]["kind"] == "jit"
 
-    @settings(max_examples=200, derandomize=True, database=None)
-    @given(programs())
-    def count(p):
-        for c in p["calls"]:
-            seen["calls"] += 1
-            seen["jit"] += bool(c["transforms"]) and c["transforms"][0]["kind"] == "jit"
-
-    count()
+        count()
     assert seen["jit"] >= 0.35 * seen["calls"], seen
 
 
