@@ -98,19 +98,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="shardfuzz-campaigns-") as tmp:
         if args.comparison == "revs" and len(args.revs) < 2:
             raise SystemExit("campaigns.py: revs needs two or more revisions: --revs OLD NEW")
-        code = snapshot(Path(tmp) / "code")
-        codes = {rev: snapshot(Path(tmp) / f"code-{k}", rev) for k, rev in enumerate(args.revs)}
+        # the runs of a seed that go at the same time: (variant, directory label, code, extra options)
+        if args.comparison == "revs":
+            arms = [(rev, f"rev{k}", snapshot(Path(tmp) / f"code-{k}", rev), []) for k, rev in enumerate(args.revs)]
+        else:
+            code = snapshot(Path(tmp) / "code")
+            arms = [(variant, variant, code, extra) for variant, extra in PAIRS.get(args.comparison, [])]
         work = Path(tmp) / "runs"
         work.mkdir()
         for seed in args.seeds:
-            if args.comparison == "revs":
-                runs = [(rev, start(codes[rev], work, f"rev{k}-{seed}", seed, args.seconds, ["--jobs", "1"]))
-                        for k, rev in enumerate(args.revs)]
-                for _, (proc, _) in runs:
-                    proc.wait()
-            elif args.comparison in PAIRS:
-                runs = [(variant, start(code, work, f"{variant}-{seed}", seed, args.seconds, ["--jobs", "1", *extra]))
-                        for variant, extra in PAIRS[args.comparison]]
+            if arms:
+                runs = [(variant, start(code_, work, f"{label}-{seed}", seed, args.seconds, ["--jobs", "1", *extra]))
+                        for variant, label, code_, extra in arms]
                 for _, (proc, _) in runs:
                     proc.wait()
             else:
@@ -128,6 +127,10 @@ def main() -> None:
           f"{'run s/program':>13}")
     for variant in dict.fromkeys(r["variant"] for r in rows):
         ok = [r for r in rows if r["variant"] == variant and "error" not in r]
+        if not ok:
+            print(f"{variant:10} {0:>4}")
+            continue
+        ok = [r for r in ok if r["programs"]]  # (a run without programs has no per-program figures)
         if not ok:
             print(f"{variant:10} {0:>4}")
             continue

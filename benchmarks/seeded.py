@@ -324,17 +324,20 @@ def live_equations(program: dict) -> dict:
     return live
 
 
-def exposures(program: dict, live_only: bool = True) -> set:
+def exposures(program: dict, live_only: bool = True, live: dict | None = None) -> set:
     """Names of the mutants whose composition (:data:`EXPOSURE`) ``program`` contains (a static check).
 
     ``live_only``: count only equations (and nested shard_maps) whose values are used
-    (:func:`live_equations`); False counts dead code too.
+    (:func:`live_equations`, or ``live`` when the caller has it already); False counts dead code too.
     """
     from fuzz import typecheck as T
 
     stacks: dict = {}
     found: set = set()
-    live = live_equations(program) if live_only else None
+    if not live_only:
+        live = None
+    elif live is None:
+        live = live_equations(program)
 
     def walk_chain(transforms: list, fn: dict, stack: list, manual: frozenset, mesh: dict, used: bool) -> None:
         inner = list(stack)
@@ -422,7 +425,7 @@ def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
         for name in exposures(p, live_only=False):
             counts_any[name] += 1
         key = program_shape(p)
-        for name in exposures(p):
+        for name in exposures(p, live=alive):
             counts[name] += 1
             if key in shapes[name]:
                 continue

@@ -393,16 +393,21 @@ class _Gen:
                     local[v] = t
                     new_vars.append(v)
             last = self.drawn_op  # (not an annotation put after it: see annotate)
-        # a value of another dtype (bfloat16, int32, bool...) that nothing reads goes back to
-        # float32, so that it can be a result: function results are float32, and without this
-        # 68% of the conversions and 85% of the argmax / argmin drawn were dead code, their
-        # values never compared (2000 drawn programs, seed 1, jax 0.10.2's capabilities)
+        # results are the values nothing here reads yet (the sinks), the MAX_SINKS most recent,
+        # so that every equation feeds a result: dead code hides the bugs of the values it
+        # computes (mutants of the seeded-bug benchmark stayed silent that way). A sink of
+        # another dtype (bfloat16, int32, bool...) goes back to float32 first, as function
+        # results are float32. Up to three sinks, and one time in four one or two drawn, left
+        # 38% of the collectives and 27% of all ops dead (68% of the conversions, 85% of
+        # argmax / argmin); now 8% and 4% (benchmarks/seeded.py live_equations over 2000
+        # drawn programs, seed 1, jax 0.10.2's capabilities)
         read = _reads(eqns)
         for v in [v for v in new_vars if local[v].dtype != T.FLOAT and v not in read]:
             got = self.as_float32(ctx, v, local[v])
             if got is not None:
                 e, ty = got
                 eqns.append(e)
+                read.add(v)
                 local[e["outs"][0]] = ty
                 new_vars.append(e["outs"][0])
         pool = [v for v in list(reversed(new_vars)) + params if local[v].dtype == T.FLOAT]
@@ -411,14 +416,6 @@ class _Gen:
         # pure_callback's result, which varies over every manual axis. The body's own
         # parameters never do, so the enclosing shard_map body always has a result.
         pool = [v for v in pool if not local[v].vma & ctx.manual & ctx.reserved] or pool
-        # results are the values nothing here reads yet (the sinks), all of them, so that every
-        # equation feeds a result: dead code hides the bugs of the values it computes (mutants
-        # of the seeded-bug benchmark stayed silent that way). Up to three sinks, and one time
-        # in four one or two drawn, left 38% of the collectives dead (45% in nested bodies),
-        # 27% of all ops; up to MAX_SINKS sinks, values of other dtypes converted (below): 8%
-        # of the collectives, 4% of all ops (benchmarks/seeded.py live_equations over 2000
-        # drawn programs, seed 1, jax 0.10.2's capabilities)
-        read = _reads(eqns)
 
         def sinks(vs: list) -> list:
             return [v for v in vs if v not in read] or vs
@@ -428,7 +425,7 @@ class _Gen:
                 pool = [v for v in pool if local[v].rank == 0] or pool
             cands = sinks(pool)
             if self.adders and len(cands) > 1:
-                chosen = cands[:MAX_SINKS]  # every sink reaches the loss: no dead code under grad
+                chosen = cands[:MAX_SINKS]  # the sinks reach the loss: no dead code under grad
             else:
                 chosen = [draw(st.sampled_from(cands))]
             # the float values the parameters reach (not through a stop_gradient): a loss term
@@ -475,7 +472,7 @@ class _Gen:
                 pool = [v for v in pool if _safe(local[v], ctx)]
             cands = sinks(pool)
             if len(cands) > 1:
-                results = cands[:MAX_SINKS]  # every sink is a result: no dead code
+                results = cands[:MAX_SINKS]  # the sinks are results: no dead code
             else:
                 results = draw(st.lists(st.sampled_from(cands), min_size=1, max_size=2, unique=True))
             for k, r in enumerate(results):

@@ -294,23 +294,22 @@ def test_values_of_other_dtypes_reach_a_result():
     @settings(max_examples=120, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(programs())
     def check(p):
-        def walk(fn, ctx_types):
-            # the dtype of every value this body (or a nested one) defines, by the typing rules
+        dtypes = {}  # the dtype of every value an op defines, by the typing rules
+        T.check_program(p, on_eqn=lambda e, ctx, args: dtypes.update(
+            (o, t.dtype) for o, t in zip(e["outs"], T.eqn_types(e, args, ctx))) if e["op"] != "call" else None)
+
+        def walk(fn):
             read = _reads(fn["eqns"]) | set(fn["results"])
             for e in fn["eqns"]:
                 if e["op"] == "call":
-                    walk(e["fn"], ctx_types)
+                    walk(e["fn"])
                 for o in e["outs"]:
-                    if ctx_types.get(o, FLOAT) != FLOAT:
+                    if dtypes.get(o, FLOAT) != FLOAT:
                         seen["low"] += 1
-                        assert o in read, (o, ctx_types[o], fn)
+                        assert o in read, (o, dtypes[o], fn)
 
-        types = {}
-        T.check_program(p, on_eqn=lambda e, ctx, args: types.update(
-            zip(e["outs"], T.eqn_types(e, args, ctx)) if e["op"] != "call" else ()))
-        types = {k: v.dtype for k, v in types.items()}
         for f in p["functions"].values():
-            walk(f, types)
+            walk(f)
 
     check()
     assert seen["low"] > 0

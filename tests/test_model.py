@@ -525,6 +525,7 @@ def test_a_grad_loss_scales_the_terms_the_parameters_do_not_reach():
     # joins a term d the parameters reach as d + d * c; terms on the same side are added.
     import fuzz.ops.elementwise as E
     from fuzz import typecheck as T
+    from fuzz.ops.base import FLOATS
     from strategies.programs import _Gen
 
     products = [0]
@@ -555,7 +556,7 @@ def test_a_grad_loss_scales_the_terms_the_parameters_do_not_reach():
                 if e["op"] == "call":
                     walk(e["fn"])
                 if e.get("stop_gradient") is not True and _names_read(e) & reached:
-                    reached.update(o for o in e["outs"] if dtypes.get(o, T.FLOAT) in ("float32", "bfloat16", "float16"))
+                    reached.update(o for o in e["outs"] if dtypes.get(o, T.FLOAT) in FLOATS)
                 for o in e["outs"]:
                     reached_in[o] = reached
 
