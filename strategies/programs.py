@@ -36,6 +36,13 @@ DIMS = (1, 2, 4, 8, 16)
 # and a program run with jax_enable_checks
 OPTIONS = ("explicit_mesh", "spmd_axis_name", "vmap_axis_name", "partial_manual", "check_vma_off", "capture",
            "enable_checks")
+# the mission's core grammar (strategies.swarm.swarm_programs draws some programs from it alone): jit, shard_map, vmap (spmd_axis_name, axis_name),
+# grad, io_callback and the collectives over elementwise, reduction and matmul ops, float32
+CORE = frozenset({"jit", "shard_map", "vmap", "grad", "call", "spmd_axis_name", "vmap_axis_name", "partial_manual",
+                  "check_vma_off", "capture", "enable_checks", "io_callback", "sum", "mean", "max", "wsum",
+                  "sin", "cos", "tanh", "neg", "add", "sub", "mul", "maximum", "matmul", "transpose", "broadcast",
+                  "psum", "pmean", "pmax", "pmin", "axis_index", "all_gather", "ppermute", "psum_scatter",
+                  "all_to_all"})
 MAX_ELEMENTS = 4096
 MAX_RANK = 4
 RARE_KINDS = ("jac", "cond", "linearize", "loop", "scan")  # two entries of the transform draw (see _Gen.transform_in)
@@ -241,6 +248,12 @@ class _Gen:
             name = draw(st.sampled_from([None] + names * 2))
             spmd_opts = [a for a in ctx.mesh if "spmd_axis_name" not in self.disabled
                          and a not in ctx.manual and a not in ctx.reserved and b % ctx.mesh[a] == 0]
+            # 3 times in 4 among the mesh axes of size >= 2 when there are any: over a size-1 axis
+            # spmd_axis_name shards nothing, and its batching rules do no work (as for the
+            # collectives, fuzz.ops.collectives._exchanging_first)
+            wide = [a for a in spmd_opts if ctx.mesh[a] >= 2]
+            if wide and len(wide) < len(spmd_opts) and draw(st.integers(0, 3)) > 0:
+                spmd_opts = wide
             spmd = draw(st.sampled_from([None] + spmd_opts))
             return {"kind": "vmap", "in_axes": in_axes, "out_axes": [], "axis_name": name, "spmd_axis_name": spmd}
         # shard_map

@@ -121,3 +121,45 @@ def test_a_disabled_option_is_never_drawn(option):
     assert count(frozenset({option}), 80) == 0
     # each count is its own derandomized sequence: a rarer option shows in a longer one
     assert count(frozenset(), 80) or count(frozenset(), 320), f"{option} never drawn"
+
+
+def test_core_programs_use_the_core_grammar_alone(monkeypatch):
+    # every program a core one (CORE_SHARE 1): only the core's names, never an Explicit mesh;
+    # with core=False the same draws reach outside it (so the first check can fail)
+    from strategies.programs import CORE
+
+    monkeypatch.setattr(S, "CORE_SHARE", 1)
+    outside = {True: 0, False: 0}
+    for core in (True, False):
+        @FAST
+        @given(S.swarm_programs(core=core))
+        def t(p):
+            check_program(p)
+            names = S.program_names(p) | (features(p)[0] & set(OPTIONS))
+            outside[core] += bool(names - CORE) or p["mesh"]["axis_type"] == "explicit"
+
+        t()
+    assert outside[True] == 0 and outside[False] > 0, outside
+
+
+def test_about_one_campaign_program_in_core_share_is_a_core_one(monkeypatch):
+    from hypothesis import seed
+
+    from strategies.programs import CORE
+    core = []
+    real = S.programs
+
+    def spy(caps, disabled=frozenset()):
+        core.append(set(S.swarmable()) - CORE <= set(disabled))
+        return real(caps, disabled=disabled)
+
+    monkeypatch.setattr(S, "programs", spy)
+
+    @seed(3)
+    @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(S.swarm_programs())
+    def t(p):
+        pass
+
+    t()
+    assert 0.5 / S.CORE_SHARE <= sum(core) / len(core) <= 1.5 / S.CORE_SHARE, (sum(core), len(core))
