@@ -122,7 +122,8 @@ def _ctx_with_axes(*axes):
 
 
 class _Draws:
-    """A stand-in for Hypothesis' ``draw``: an integers draw returns ``value``, a sampled_from its first element."""
+    """A stand-in for Hypothesis' ``draw``: an integers draw returns ``value`` (a booleans draw
+    ``bool(value)``), a sampled_from its first element."""
 
     def __init__(self, value: int):
         self.value = value
@@ -130,6 +131,8 @@ class _Draws:
     def __call__(self, strategy):
         if repr(strategy).startswith("integers"):
             return self.value
+        if repr(strategy) == "booleans()":
+            return bool(self.value)
         s = getattr(strategy, "wrapped_strategy", strategy)
         if hasattr(s, "element_strategy"):  # lists: one element when ``value`` is set, else none
             return [self(s.element_strategy)] if self.value else []
@@ -161,6 +164,37 @@ def test_a_collective_draws_an_axis_some_value_varies_over():
 
     assert drawn(1) == (["y"], ["b"], 1)
     assert drawn(0) == (["x"], ["a"], 0)  # no preference: the first axis (size 1: shift 0), the first value
+
+
+def test_a_collective_that_splits_a_dim_draws_an_axis_some_dim_divides_by():
+    """Inside a vmap of size 2 in a shard_map of size 4, a value of shape (2,): all_to_all and
+    psum_scatter are drawn over the vmap axis even when the draw names the mesh axis first (drawn
+    first and checked after, the op was left out there)."""
+    from fuzz.ops import get
+    from fuzz.ops.base import Scope, Ty
+
+    ctx = _ctx_with_axes(("y", 4, "mesh"), ("i", 2, "vmap"))
+    scope = Scope({"a": Ty((2,), frozenset({"y", "i"}))}, ["a"], {}, frozenset(), lambda: "v1", lambda: "cb", None,
+                  4096, 4)
+    for op in ("all_to_all", "psum_scatter"):
+        for value in (0, 1):
+            assert get(op).draw(_Draws(value), ctx, scope)["axes"] == ["i"], (op, value)
+    scope = Scope({"a": Ty((3,), frozenset({"y", "i"}))}, ["a"], {}, frozenset(), lambda: "v1", lambda: "cb", None,
+                  4096, 4)
+    assert get("all_to_all").draw(_Draws(1), ctx, scope) is None  # no dim divides: nothing to draw
+
+
+def test_an_all_gather_takes_a_value_with_a_dim_when_one_varies_over_its_axis():
+    """A vmap's per-example values are often scalars; an all_gather over its axis takes the value
+    of rank 1 (3 times in 4), which it can tile, rather than the scalar listed first."""
+    from fuzz.ops import get
+    from fuzz.ops.base import Scope, Ty
+
+    ctx = _ctx_with_axes(("i", 2, "vmap"))
+    visible = {"s": Ty((), frozenset({"i"})), "v": Ty((4,), frozenset({"i"}))}
+    scope = Scope(visible, ["s", "v"], {}, frozenset(), lambda: "v1", lambda: "cb", None, 4096, 4)
+    assert get("all_gather").draw(_Draws(1), ctx, scope)["args"] == ["v"]
+    assert get("all_gather").draw(_Draws(0), ctx, scope)["args"] == ["s"]  # scalars stay reachable
 
 
 def test_a_reduction_over_two_axes_may_mix_varying_and_unvarying_ones():
