@@ -4,6 +4,7 @@
     python benchmarks/seeded.py --mutants ppermute_batch_inverse --seeds 1 --seconds 180
     python benchmarks/seeded.py --seeds 1 --seconds 180 --out seeded.json   # resumable: done runs are skipped
     python benchmarks/seeded.py --exposure 1000 --out seeded.json # how often the generator draws each composition
+    python benchmarks/seeded.py --exposure 800 --exposure-seeds 11,12,13,14,15,16   # summed over six seeds
     python benchmarks/seeded.py --list
 
 The mutants are in ``benchmarks/mutants.py`` (each a small monkeypatch of one rule of JAX
@@ -442,6 +443,28 @@ def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
     return out
 
 
+def merge_exposure(parts: list) -> dict:
+    """The exposures of several :func:`measure_exposure` runs (other seeds) as one: programs,
+    counts, counts_with_dead_code, distinct and live summed; "kept" programs concatenated.
+
+    Hypothesis' generate phase draws correlated programs, so one seed's counts swing by
+    about 30% between two versions of the generator that differ only in unrelated draws;
+    sum several seeds before comparing two versions.
+    """
+    out: dict = {"programs": 0, "counts": {}, "counts_with_dead_code": {}, "distinct": {},
+                 "live": {"equations": [0, 0], "collectives": [0, 0]}}
+    for part in parts:
+        out["programs"] += part["programs"]
+        for key in ("counts", "counts_with_dead_code", "distinct"):
+            for name, v in part[key].items():
+                out[key][name] = out[key].get(name, 0) + v
+        for key in ("equations", "collectives"):
+            out["live"][key] = [a + b for a, b in zip(out["live"][key], part["live"][key])]
+        for name, programs in part.get("kept", {}).items():
+            out.setdefault("kept", {}).setdefault(name, []).extend(programs)
+    return out
+
+
 def hit_rate(kept: dict, names: list, directory: str) -> dict:
     """Run programs that have a mutant's composition with and without the mutant: how many show it?
 
@@ -735,6 +758,9 @@ def main() -> None:
                     help="seconds after --seconds (from the workers' start) before the campaign is stopped")
     ap.add_argument("--exposure", type=int, default=0, metavar="N",
                     help="also draw N programs and count each mutant's composition (no campaign if --seeds '')")
+    ap.add_argument("--exposure-seeds", type=_ints, default=[0], metavar="S,S",
+                    help="with --exposure: draw N programs with each of these Hypothesis seeds and sum the counts "
+                         "(default 0)")
     ap.add_argument("--hit-rate", type=int, default=0, metavar="K",
                     help="with --exposure: run up to K drawn programs with each mutant's composition, with and "
                          "without the mutant, and count those that show it")
@@ -785,7 +811,8 @@ def main() -> None:
 
     if args.exposure:
         t0 = time.monotonic()
-        exp = measure_exposure(args.exposure, keep=args.hit_rate)
+        exp = merge_exposure([measure_exposure(args.exposure, seed=s, keep=args.hit_rate)
+                              for s in args.exposure_seeds or [0]])
         kept = exp.pop("kept", {})
         data["exposure"] = {**exp, "seconds": round(time.monotonic() - t0, 1)}
         save()

@@ -283,3 +283,17 @@ def test_hit_rate_programs_are_distinct_draws():
     c = json.loads(json.dumps(a))
     c["mesh"]["axis_sizes"] = [2]
     assert seeded.program_shape(a) == seeded.program_shape(b) != seeded.program_shape(c)
+
+
+def test_exposures_of_several_seeds_add_up():
+    a = {"programs": 3, "counts": {"m": 1, "n": 0}, "counts_with_dead_code": {"m": 2, "n": 1},
+         "distinct": {"m": 1, "n": 0}, "live": {"equations": [5, 9], "collectives": [1, 2]}, "kept": {"m": ["p"]}}
+    b = {"programs": 4, "counts": {"m": 2, "n": 3}, "counts_with_dead_code": {"m": 2, "n": 4},
+         "distinct": {"m": 2, "n": 1}, "live": {"equations": [7, 8], "collectives": [3, 3]}, "kept": {"m": ["q"]}}
+    got = seeded.merge_exposure([a, b])
+    assert got["programs"] == 7
+    assert got["counts"] == {"m": 3, "n": 3} and got["counts_with_dead_code"] == {"m": 4, "n": 5}
+    assert got["distinct"] == {"m": 3, "n": 1}
+    assert got["live"] == {"equations": [12, 17], "collectives": [4, 5]}
+    assert got["kept"] == {"m": ["p", "q"]}
+    assert seeded.merge_exposure([a])["counts"] == a["counts"]
