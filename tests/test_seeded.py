@@ -134,8 +134,8 @@ class _Draws:
         if repr(strategy) == "booleans()":
             return bool(self.value)
         s = getattr(strategy, "wrapped_strategy", strategy)
-        if hasattr(s, "element_strategy"):  # lists: one element when ``value`` is set, else none
-            return [self(s.element_strategy)] if self.value else []
+        if hasattr(s, "element_strategy"):  # lists: one element when ``value`` is set, else as few as allowed
+            return [self(s.element_strategy)] if self.value or getattr(s, "min_size", 0) else []
         return s.value if hasattr(s, "value") else list(s.elements)[0]  # just / sampled_from
 
 
@@ -195,6 +195,19 @@ def test_an_all_gather_takes_a_value_with_a_dim_when_one_varies_over_its_axis():
     scope = Scope(visible, ["s", "v"], {}, frozenset(), lambda: "v1", lambda: "cb", None, 4096, 4)
     assert get("all_gather").draw(_Draws(1), ctx, scope)["args"] == ["v"]
     assert get("all_gather").draw(_Draws(0), ctx, scope)["args"] == ["s"]  # scalars stay reachable
+
+
+def test_axis_index_names_a_size_one_axis_as_readily_as_a_wider_one():
+    """axis_index exchanges nothing: unlike the other collectives it does not prefer axes of
+    size >= 2 (its lowering over a size-1 manual axis is a case of its own)."""
+    from fuzz.ops import get
+    from fuzz.ops.base import Scope, Ty
+
+    ctx = _ctx_with_axes(("x", 1, "mesh"), ("y", 4, "mesh"))
+    scope = Scope({"a": Ty((4,))}, ["a"], {}, frozenset(), lambda: "v1", lambda: "cb", None, 4096, 4)
+    for value in (0, 1):  # with or without the draws that prefer
+        assert get("axis_index").draw(_Draws(value), ctx, scope)["axes"] == ["x"]
+    assert get("ppermute").draw(_Draws(1), ctx, scope)["axes"] == ["y"]  # an exchanging one prefers size >= 2
 
 
 def test_a_reduction_over_two_axes_may_mix_varying_and_unvarying_ones():
