@@ -333,7 +333,10 @@ class Op:
       default float32 only): an op opting in computes its result dtype in :meth:`types`,
       draws operands with :meth:`Scope.values` and evaluates in that dtype;
     - ``feature_names``: names it adds to a campaign report's ``features`` (JAX's name);
-      ``preludes``: ops its draw may put before it (e.g. a start index), when enabled.
+      ``preludes``: ops its draw may put before it (e.g. a start index), when enabled;
+    - ``random_loss``: whether its :meth:`as_loss` is a random linear functional (its
+      cotangent differs element by element), not a plain sum (an all-ones cotangent, under
+      which a transpose rule that permutes or reorders the wrong way gives the right result).
 
     Methods (each subclass defines every one; tests/test_registry.py checks it):
 
@@ -354,6 +357,7 @@ class Op:
     since: str = "0.4.26"
     feature_names: tuple = ()
     preludes: tuple = ()
+    random_loss: bool = False
     # the parameter naming the dim of the first operand the op moves data along (see along)
     along_param: str | None = None
     along_keeps: bool = True  # whether the result keeps that dim at the same position

@@ -135,6 +135,7 @@ class WeightedSum(ExprOp):
     family = "reduce"
     params = {"seed": SEED}
     feature_names = ("wsum",)
+    random_loss = True
 
     def types(self, eqn, args, ctx):
         return [Ty((), args[0].vma)]
