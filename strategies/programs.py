@@ -515,7 +515,7 @@ class _Gen:
 
         A plain sum sends an all-ones cotangent back: a transpose rule that permutes it the
         wrong way gives the right gradient. Of 5 programs with a ppermute transposed the wrong
-        way (a seeded mutant) none showed it: 3 were silent, the permuted value summed
+        way (a seeded mutant) none showed it, 2 of them because the permuted value was summed
         plainly (jax.test_util.check_grads uses random cotangents for this reason).
         """
         weighted = [op for op in self.losses if op.random_loss]
