@@ -572,7 +572,9 @@ def attribute(findings: list, wrapper: str, seconds: float | None = None) -> lis
     Returns one dict per finding: ``signature``, ``oracle``, ``kind``, ``call``,
     ``first_seconds``, ``message`` and ``caused``: True / False, or None when not replayed
     (crash, hang, determinism, or first seen after ``seconds``), with ``replay``: what the
-    two replays showed.
+    two replays showed; and ``program`` when the finding shows without the mutant (a bug of
+    the unpatched JAX, or a false positive: kept for triage, since the campaign's directory
+    is temporary).
     """
     from fuzz.execute import WorkerError
     from fuzz.maintain import matches
@@ -601,6 +603,8 @@ def attribute(findings: list, wrapper: str, seconds: float | None = None) -> lis
                     found, _ = r.run(f["program"])
                     shows[which] = any(matches(g, f) and g.call == f["call"] and not g.history for g in found)
                 row["caused"] = shows["mutant"] and not shows["plain"]
+                if shows["plain"]:
+                    row["program"] = f["program"]
                 row["replay"] = (f"with the mutant: {'shows' if shows['mutant'] else 'does not show'}; "
                                  f"without: {'shows' if shows['plain'] else 'does not show'}")
             elif f in todo:

@@ -341,3 +341,21 @@ def test_most_loss_terms_are_random_linear_functionals():
                 walk(f)
         draw()
     assert count["wsum"] > 1.3 * count["sum"], count
+
+
+def test_a_finding_that_shows_without_the_mutant_keeps_its_program(tmp_path):
+    """A corpus entry's bug (jax-ml/jax#18434's chain, a wrong value on the unpatched JAX) replayed
+    as a campaign finding with a wrapper that applies no mutant: not caused by the mutant, and its
+    program is kept for triage (the campaign's directory is temporary)."""
+    import stat
+
+    entry = json.loads((seeded.ROOT / "corpus" / "differential-c33016825cb6.json").read_text())
+    wrapper = tmp_path / "plain.sh"
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    os.chmod(wrapper, wrapper.stat().st_mode | stat.S_IEXEC)
+    finding = {k: entry[k] for k in ("signature", "oracle", "kind", "call", "message", "program")}
+    finding["first_seconds"] = 1.0
+    (row,) = seeded.attribute([finding], str(wrapper), seconds=300.0)
+    assert row["caused"] is False, row["replay"]
+    assert row["replay"] == "with the mutant: shows; without: shows"
+    assert row["program"] == entry["program"]
