@@ -817,7 +817,7 @@ def main() -> None:
         t0 = time.monotonic()
         exp = merge_exposure([measure_exposure(args.exposure, seed=s, keep=args.hit_rate)
                               for s in args.exposure_seeds or [0]])
-        kept = exp.pop("kept", {})
+        kept = {m: v[:args.hit_rate] for m, v in exp.pop("kept", {}).items()}  # up to K in all, whatever the seeds
         data["exposure"] = {**exp, "seconds": round(time.monotonic() - t0, 1)}
         save()
         print(json.dumps({"exposure": data["exposure"]}), flush=True)
