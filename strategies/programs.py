@@ -116,6 +116,8 @@ class _Gen:
         self.adders = [op for op in O.REGISTRY.values() if _defines(op, "as_sum") and op.name not in disabled]
         # ops that multiply two scalar losses (Op.as_product): a term the arguments do not reach scales one they do
         self.scalers = [op for op in O.REGISTRY.values() if _defines(op, "as_product") and op.name not in disabled]
+        # ops that make a scalar loss vary over named axes (Op.as_varying): see _Gen.vary_loss
+        self.indexers = [op for op in O.REGISTRY.values() if _defines(op, "as_varying") and op.name not in disabled]
         # ops that annotate a value as split along a dim (Op.as_constraint): around an op that
         # moves data along a dim (Op.along), see _Gen.annotate
         self.annotators = [op for op in O.REGISTRY.values() if _defines(op, "as_constraint") and op.name not in disabled]
@@ -466,6 +468,7 @@ class _Gen:
                     eqns.append(e)
                     (local[s],) = T.eqn_types(e, [local[r]], ctx)
                     r = s
+                r = self.vary_loss(draw, ctx, r, local, eqns)
                 if total is not None:  # the losses of the sinks added up (or scaled, see above)
                     a = total
                     if self.scalers and on_params != (total in reached):
@@ -522,6 +525,34 @@ class _Gen:
         if weighted and len(weighted) < len(self.losses) and draw(st.integers(0, 3)) > 0:
             return draw(st.sampled_from(weighted))
         return draw(st.sampled_from(self.losses))
+
+    def vary_loss(self, draw, ctx: T.Ctx, r: str, local: dict, eqns: list) -> str:
+        """The scalar loss term ``r``, or 3 times in 4 where named axes of size >= 2 are
+        usable here, ``r * (r + index)`` with the linear index over one of them (Op.as_varying,
+        then Op.as_product), appended to ``eqns``; returns the variable of the term.
+
+        The weights of a loss (and the cotangent seeded at it) are the same on every device of
+        a shard_map body and every example of a vmap, so the cotangent reaching a collective
+        over that axis is uniform along it unless a varying value multiplies it afterwards: a
+        transpose rule that permutes it the wrong way gives the right gradient. A seeded mutant
+        of ppermute's transpose stayed silent so in 6 of 6 programs that drew it (session 16).
+        """
+        if not (self.indexers and self.scalers) or T.context_refusal(self.indexers[0], ctx):
+            return r
+        axes = [n for n in ctx.collective_axes() if ctx.axis(n).size >= 2]
+        if not axes or draw(st.integers(0, 3)) == 0:
+            return r
+        s, t = self.var(), self.var()
+        e = self.indexers[0].as_varying(r, s, [draw(st.sampled_from(axes))])
+        f = self.scalers[0].as_product(r, s, t)
+        try:
+            (local[s],) = T.eqn_types(e, [local[r]], ctx)
+            (local[t],) = T.eqn_types(f, [local[r], local[s]], ctx)
+        except T.ProgramError:
+            local.pop(s, None)
+            return r
+        eqns += [e, f]
+        return t
 
     def as_float32(self, ctx: T.Ctx, v: str, ty: T.Ty):
         """(equation, type) converting ``v`` to float32 by the first op that may here

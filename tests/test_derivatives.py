@@ -255,3 +255,56 @@ def test_repro_of_a_vjp_finding_runs_standalone(tmp_path):
         path.write_text(render_repro(p, None, finding, expected=ref))
         codes.append(subprocess.run([sys.executable, str(path)], capture_output=True, timeout=300).returncode)
     assert codes == [0, 1]
+
+
+def test_a_wrong_ppermute_transpose_inside_the_body_is_caught_only_by_a_varying_loss(worker):
+    """grad inside a shard_map body: the weights of a wsum are the same on every device, so the
+    cotangent reaching the ppermute is the same block everywhere and a wrong permutation of it
+    changes nothing; the loss L * (L + axis_index) the generator draws there (_Gen.vary_loss)
+    scales it by 2 L + i on device i, and the planted bug shows."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hseed
+
+    from strategies.programs import programs
+
+    def body(varying):
+        eqns = [eqn("ppermute", ["b"], ["p"], axes=["x"], shift=1), eqn("wsum", ["p"], ["l"], seed=5)]
+        if varying:
+            eqns += [eqn("axis_index", ["l"], ["i"], axes=["x"]), eqn("mul", ["l", "i"], ["t"])]
+        p = program(inputs=[("x0", (8,), 3)], functions={"f0": fn(["b"], eqns, ["t" if varying else "l"])},
+                    calls=[call("f0", [JIT, shard_map([[["x"]]], [["x"]]), grad(0)], ["x0"])])
+        check_program(p)
+        return p
+
+    uniform, varying = body(False), body(True)
+    # by hand: the gradient on device i is the weights (rolled back within the block: a no-op
+    # for a ppermute of whole blocks) times 1, or times 2 L_i + i
+    np.testing.assert_array_equal(run1(uniform)[0], np.tile(weights(5, (2,)), 4))
+    for p in (uniform, varying):
+        assert judged(worker, p, evaluate(p)) == []  # jax 0.10.2 agrees with the reference
+    assert judged(worker, uniform, WrongPpermuteTranspose(uniform).evaluate()) == []
+    assert judged(worker, varying, WrongPpermuteTranspose(varying).evaluate()) == [("differential", "wrong-value", 0)]
+
+    # the generator draws that loss where it can: over 300 programs, some grads inside a body
+    # or a named vmap take it (none without _Gen.vary_loss)
+    drawn = []
+
+    def walk(f):
+        es = f["eqns"]
+        for e, nxt in zip(es, es[1:]):
+            if e["op"] == "axis_index" and nxt["op"] == "mul" and nxt["args"] == [e["args"][0], e["outs"][0]]:
+                drawn.append(e)
+        for e in es:
+            if e["op"] == "call":
+                walk(e["fn"])
+
+    for s in (1, 2):
+        @hseed(s)
+        @settings(max_examples=150, phases=[Phase.generate], database=None, deadline=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(programs())
+        def draw(p):
+            for f in p["functions"].values():
+                walk(f)
+        draw()
+    assert len(drawn) >= 3, drawn

@@ -449,6 +449,13 @@ class Op:
         one they do, as d + d * c (added alone, its value could not reach the gradient)."""
         raise NotImplementedError
 
+    def as_varying(self, arg: str, out: str, axes: list) -> dict:
+        """An equation of this op making the float32 scalar ``arg`` into ``out``, which varies over
+        the named ``axes`` (not every op): a grad's loss L inside a shard_map body or a named vmap
+        becomes L * (L + index), so that the cotangent differs from device to device (example to
+        example) along the axes; a uniform one hides a wrong permutation in a transpose rule."""
+        raise NotImplementedError
+
     def as_float32(self, arg: str, out: str) -> dict:
         """An equation of this op converting ``arg`` (any dtype but float32) to the float32 ``out``,
         keeping its shape (not every op): a body's value of another dtype that nothing reads

@@ -236,6 +236,9 @@ class AxisIndex(Collective):
             idx = idx * ctx.axes[j].size + xp.arange(ctx.axes[j].size).reshape(shape)
         return [compute(r, str(x.dtype), lambda u, v: u + v, x, idx.astype(x.dtype))]
 
+    def as_varying(self, arg, out, axes):
+        return {"op": self.name, "args": [arg], "outs": [out], "axes": list(axes)}
+
     def expr(self, rr, eqn, a, ctx):
         return f"{a[0]} + jax.lax.axis_index({rr.axes_source(eqn['axes'])}).astype({a[0]}.dtype)"
 
