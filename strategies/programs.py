@@ -468,7 +468,6 @@ class _Gen:
                     eqns.append(e)
                     (local[s],) = T.eqn_types(e, [local[r]], ctx)
                     r = s
-                r = self.vary_loss(draw, ctx, r, local, eqns)
                 if total is not None:  # the losses of the sinks added up (or scaled, see above)
                     a = total
                     if self.scalers and on_params != (total in reached):
@@ -486,7 +485,7 @@ class _Gen:
                 if on_params or total in reached:
                     reached.add(r)
                 total = r
-            results = [total]
+            results = [self.vary_loss(draw, ctx, total, local, eqns)]
         else:
             glue = self.glue(ctx)
             if glue is None and scan_body is None:  # no rank-0 result can be made rank 1 here: only safe ones
@@ -527,15 +526,18 @@ class _Gen:
         return draw(st.sampled_from(self.losses))
 
     def vary_loss(self, draw, ctx: T.Ctx, r: str, local: dict, eqns: list) -> str:
-        """The scalar loss term ``r``, or 3 times in 4 where named axes of size >= 2 are
-        usable here, ``r * (r + index)`` with the linear index over one of them (Op.as_varying,
-        then Op.as_product), appended to ``eqns``; returns the variable of the term.
+        """The scalar loss ``r``, or 3 times in 4 where named axes of size >= 2 are usable here,
+        ``r * (r + index)`` with the linear index over all of them (Op.as_varying, then
+        Op.as_product), appended to ``eqns``; returns the variable of the loss.
 
         The weights of a loss (and the cotangent seeded at it) are the same on every device of
         a shard_map body and every example of a vmap, so the cotangent reaching a collective
         over that axis is uniform along it unless a varying value multiplies it afterwards: a
         transpose rule that permutes it the wrong way gives the right gradient. A seeded mutant
-        of ppermute's transpose stayed silent so in 6 of 6 programs that drew it (session 16).
+        of ppermute's transpose stayed silent so in 6 of 6 programs that drew it (session 16),
+        and in 6 of 6 again when each loss term was scaled so over one drawn axis (a term left
+        plain, or the index over another axis than the permuted one): hence the whole loss,
+        and every axis (the linear index varies along each).
         """
         if not (self.indexers and self.scalers) or T.context_refusal(self.indexers[0], ctx):
             return r
@@ -543,7 +545,7 @@ class _Gen:
         if not axes or draw(st.integers(0, 3)) == 0:
             return r
         s, t = self.var(), self.var()
-        e = self.indexers[0].as_varying(r, s, [draw(st.sampled_from(axes))])
+        e = self.indexers[0].as_varying(r, s, axes[:4])
         f = self.scalers[0].as_product(r, s, t)
         try:
             (local[s],) = T.eqn_types(e, [local[r]], ctx)
