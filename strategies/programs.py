@@ -489,7 +489,9 @@ class _Gen:
         else:
             glue = self.glue(ctx)
             if glue is None and scan_body is None:  # no rank-0 result can be made rank 1 here: only safe ones
-                pool = [v for v in pool if _safe(local[v], ctx)]
+                # (none when every glue op is disabled and a nested call inside a shard_map body
+                # got an unsafe argument: its results go back to that body, where they may be)
+                pool = [v for v in pool if _safe(local[v], ctx)] or pool
             cands = sinks(pool)
             if len(cands) > 1:
                 results = cands[:MAX_SINKS]  # the sinks are results: no dead code

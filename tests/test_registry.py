@@ -186,15 +186,21 @@ def equations(p: dict) -> list:
 
 @pytest.mark.parametrize("op", OPS, ids=[op.name for op in OPS])
 def test_parts_agree_on_drawn_equations(op):
-    # the op alone, without derivatives (the reference runs in NumPy: quick)
+    # the op alone, without derivatives (the reference runs in NumPy: quick); rounds of 10
+    # programs until one uses it (an op of Explicit meshes only applies on 1 mesh in 4)
+    from hypothesis import seed as hseed
+
     seen = set()
+    for k in range(4):
+        @hseed(k)
+        @settings(max_examples=10, suppress_health_check=list(HealthCheck))
+        @given(programs(disabled=alone(op.name) | DERIVATIVES, max_depth=2, max_eqns=3, max_calls=2))
+        def check(p):
+            agree(p, seen)
 
-    @settings(max_examples=10, suppress_health_check=list(HealthCheck))
-    @given(programs(disabled=alone(op.name) | DERIVATIVES, max_depth=2, max_eqns=3, max_calls=2))
-    def check(p):
-        agree(p, seen)
-
-    check()
+        check()
+        if op.name in seen:
+            break
     assert op.name in seen, f"no drawn program used {op.name}: its draw never applies"
 
 

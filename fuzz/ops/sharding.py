@@ -11,6 +11,17 @@ spmd_axis_name ... cannot appear in with_sharding_constraint spec"); the axes di
 dim (eagerly, an uneven split raises IndivisibleError). ``device_put`` follows the same
 rules (it runs eagerly, under jit, vmap with or without spmd_axis_name and grad alike on
 jax 0.4.26 and 0.10.2, measured).
+
+``reshard`` is the annotation of Explicit meshes (``jax.sharding.reshard``, the "Explicit
+sharding" doc page: https://docs.jax.dev/en/latest/notebooks/explicit-sharding.html): a
+round trip ``reshard(reshard(x, P(...)), P())`` that splits dim ``dim`` over ``axes`` and
+goes back to replicated, since values outside shard_map on an Explicit mesh are replicated
+here and sharding types are not modelled. Its reshard primitive still meets jit's
+partitioner, grad's transpose (to the operand's sharding, jax/_src/pjit.py) and vmap's
+batching rule. Rules (measured on jax 0.10.2): only on an Explicit mesh, outside a shard_map
+body; the axes divide the dim ("does not evenly divide the dimension size" otherwise); it
+runs eagerly, under jit, grad and vmap, with spmd_axis_name naming the same axis or another.
+Explicit meshes need ``jax.sharding.reshard`` (fuzz/worker.py caps), in jax 0.7.0 and later.
 """
 from __future__ import annotations
 
@@ -87,4 +98,42 @@ class DevicePut(WithShardingConstraint):
         return f"jax.device_put({a[0]}, NamedSharding(mesh, {rr.spec_source(spec)}))"
 
 
-OPS = (WithShardingConstraint(), DevicePut())
+class Reshard(WithShardingConstraint):
+    name = "reshard"
+    feature_names = ("reshard",)
+    since = "0.7.0"
+
+    def types(self, eqn, args, ctx):
+        (a,) = args
+        names, d = eqn["axes"], eqn["dim"]
+        require(ctx.explicit and not ctx.manual, f"{self.name} outside an Explicit mesh's shard_map-free code")
+        require(len(set(names)) == len(names), f"{self.name} names an axis twice")
+        for n in names:
+            require(n in ctx.mesh, f"{self.name} over {n!r}, not a mesh axis")
+        require(0 <= d < a.rank, f"{self.name} dim {d} out of range for rank {a.rank}")
+        k = math.prod(ctx.mesh[n] for n in names)
+        require(a.shape[d] % k == 0, f"{self.name} splits dim {a.shape[d]} into {k}")
+        return [a]
+
+    def draw(self, draw, ctx, scope):
+        if ctx.manual or not ctx.explicit:
+            return None
+        axes = list(ctx.mesh)
+        vis = scope.visible
+        cands = [(v, d) for v in scope.floats(min_rank=1) for d in range(vis[v].rank)
+                 if any(vis[v].shape[d] % ctx.mesh[n] == 0 for n in axes)]
+        if not cands:
+            return None
+        a, d = draw(st.sampled_from(cands))
+        return {"op": self.name, "args": [a], "outs": [scope.new_var()],
+                "axes": draw(st.sampled_from(splits(vis[a].shape[d], axes, ctx.mesh))), "dim": d}
+
+    def as_constraint(self, draw, ctx, arg, ty, dim, out):
+        return None  # (a round trip: the op after it sees a replicated value)
+
+    def expr(self, rr, eqn, a, ctx):
+        spec = [None] * int(rr.int(eqn["dim"])) + [list(eqn["axes"])]
+        return f"jax.sharding.reshard(jax.sharding.reshard({a[0]}, {rr.spec_source(spec)}), P())"
+
+
+OPS = (WithShardingConstraint(), DevicePut(), Reshard())
