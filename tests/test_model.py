@@ -366,6 +366,40 @@ def test_sharding_annotations_agree_with_jax(worker, op, source):
     assert not found, [f.signature for f in found]
 
 
+def test_reshard_agrees_with_jax_on_an_explicit_mesh(worker):
+    """reshard (a round trip to a split dim and back to replicated) on an Explicit mesh: its
+    value is its operand's under jit, eagerly, under vmap with spmd_axis_name naming its own
+    axis, and under grad (reshard's transpose); refused where its axes do not divide the dim,
+    on an Auto mesh and inside a shard_map body."""
+    import oracles
+    from fuzz.reference import evaluate
+
+    if not worker.caps.get("explicit"):
+        pytest.skip("this JAX release has no Explicit meshes")
+    body = fn(["a"], [eqn("sin", ["a"], ["c"]),
+                      eqn("reshard", ["c"], ["w"], axes=["x", "y"], dim=0),
+                      eqn("mul", ["w", "c"], ["v"])], ["v"])
+    loss = fn(["a"], body["eqns"] + [eqn("wsum", ["v"], ["l"], seed=4)], ["l"])
+    p = program(mesh=(("x", 2), ("y", 2), ("z", 2)), inputs=[("x0", (8, 4), 5)], functions={"f0": body, "f1": loss},
+                calls=[call("f0", [JIT], ["x0"]), call("f0", [], ["x0"]),
+                       call("f0", [JIT, vmap([1], [1], spmd_axis_name="x")], ["x0"]),
+                       call("f1", [JIT, {"kind": "grad", "argnums": [0]}], ["x0"])], axis_type="explicit")
+    validate_program(p)
+    assert "jax.sharding.reshard(jax.sharding.reshard(c, P(('x', 'y'))), P())" in render(p)
+    for change, match in ((lambda q: q["functions"]["f0"]["eqns"][1].update(dim=1, axes=["x", "y", "z"]), "splits"),
+                          (lambda q: q["mesh"].update(axis_type="auto"), "Explicit"),
+                          (lambda q: q["calls"][0]["transforms"].append(shard_map([[None, None]], [[None, None]])),
+                           "Explicit")):
+        bad = copy.deepcopy(p)
+        change(bad)
+        with pytest.raises(ProgramError, match=match):
+            check_program(bad)
+    out = worker.run(render(p, worker.caps), timeout=180)
+    assert out["status"] == "ok" and all(c["ok"] for c in out["calls"]), out
+    found = oracles.judge(p, out, evaluate(p))
+    assert not found, [f.signature for f in found]
+
+
 @pytest.mark.slow
 @settings(max_examples=12)
 @given(programs(disabled=frozenset({"io_callback"}), max_eqns=4))
