@@ -404,7 +404,8 @@ class _Gen:
         for k in range(draw(st.integers(1, self.max_eqns))):
             visible = {**env, **local}
             order = list(reversed(new_vars)) + params + [v for v in env if v not in local]
-            drawn = self.equation(ctx, visible, order, depth, last, call_first=call_first and k == 0)
+            drawn = self.equation(ctx, visible, order, depth, last, call_first=call_first and k == 0,
+                                  local=frozenset(local) if ctx.in_grad else None)
             if not drawn:
                 break  # nothing this program may draw applies here: the identity path
             for e, outs in drawn:
@@ -582,7 +583,8 @@ class _Gen:
             return op
         return None
 
-    def equation(self, ctx: T.Ctx, visible: dict, order: list, depth: int, last=None, call_first=False) -> list:
+    def equation(self, ctx: T.Ctx, visible: dict, order: list, depth: int, last=None, call_first=False,
+                 local: frozenset | None = None) -> list:
         """Equations over visible variables (``order``: most recent first): [(eqn, [(var, Ty)])].
 
         Usually one (an op may put a prelude first, e.g. a start index); [] when no op or
@@ -597,10 +599,12 @@ class _Gen:
         about one equation pair in 2,000, the op's share squared).
 
         ``call_first``: a nested call where one may be drawn (see :meth:`function`).
+        ``local``: under a derivative, the function's own values (``Scope.local``, see Scope.pick).
         """
         draw = self.draw
         scope = Scope(visible, order, self.caps, self.disabled, self.var, self.tag,
                       lambda e: T.eqn_types(e, [scope.visible[a] for a in e["args"]], ctx), MAX_ELEMENTS, MAX_RANK)
+        scope.local = local
         if last is not None and last.name not in self.disabled and not T.context_refusal(last, ctx) \
                 and draw(st.integers(0, 3)) == 3:
             scope.chained = True

@@ -268,6 +268,9 @@ class Scope:
         self.max_elements = max_elements
         self.max_rank = max_rank
         self.chained = False  # the generator draws the last op again on its own output (see pick)
+        # under a derivative: the values of the function being drawn (its parameters and what it
+        # computed), which the derivative may reach, unlike captured ones (see pick)
+        self.local: frozenset | None = None
 
     def pick(self, draw, names: list):
         """One of ``names`` (most recent first, as :meth:`floats` and :meth:`values` give them):
@@ -279,10 +282,24 @@ class Scope:
         among all the visible ones (measured: 0 chains of two ``.at[]`` in 2 x 3000 drawn
         programs, seeds 0 and 1; 25 and 0 with this and the focus ops of programs()).
         Shrinking goes to the most recent one too (the first of ``names``).
+
+        Under a derivative (``local`` set), the uniform pick is 3 times in 4 among the
+        function's own values: a captured value is a constant to the derivative, so an op on
+        it is never differentiated (its JVP and transpose rules never run): silent programs with
+        a seeded mutant of ppermute's transpose permuted captured values (session 17).
         """
         if self.chained:
             return names[0]  # (the value just made, when this op may read it)
-        return names[0] if not draw(st.booleans()) else draw(st.sampled_from(names))
+        return names[0] if not draw(st.booleans()) else self.sample(draw, names)
+
+    def sample(self, draw, cands: list, var=lambda c: c):
+        """One of ``cands`` (variables, or what ``var`` maps to one): under a derivative
+        (``local`` set) 3 times in 4 among the function's own values when both kinds are
+        there (see :meth:`pick`), else uniformly."""
+        own = [c for c in cands if var(c) in self.local] if self.local is not None else []
+        if own and len(own) < len(cands) and draw(st.integers(0, 3)) > 0:
+            return draw(st.sampled_from(own))
+        return draw(st.sampled_from(cands))
 
     def floats(self, min_rank: int = 0) -> list:
         """float32 values of rank >= ``min_rank``, most recent first."""

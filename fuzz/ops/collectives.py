@@ -112,8 +112,8 @@ def _varying_first(draw, scope, cands: list, names) -> object:
 
     varying = [c for c in cands if scope.visible[var(c)].vma & set(names)]
     if varying and draw(st.integers(0, 3)) > 0:
-        return draw(st.sampled_from(varying))
-    return draw(st.sampled_from(cands))
+        return scope.sample(draw, varying, var)
+    return scope.sample(draw, cands, var)
 
 
 def _sum(r, x, axis, keepdims: bool = False):
