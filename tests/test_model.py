@@ -389,7 +389,7 @@ def test_reshard_agrees_with_jax_on_an_explicit_mesh(worker):
     for change, match in ((lambda q: q["functions"]["f0"]["eqns"][1].update(dim=1, axes=["x", "y", "z"]), "splits"),
                           (lambda q: q["mesh"].update(axis_type="auto"), "Explicit"),
                           (lambda q: q["calls"][0]["transforms"].append(shard_map([[None, None]], [[None, None]])),
-                           "Explicit")):
+                           "shard_map body")):
         bad = copy.deepcopy(p)
         change(bad)
         with pytest.raises(ProgramError, match=match):

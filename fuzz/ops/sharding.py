@@ -43,25 +43,34 @@ class WithShardingConstraint(ExprOp):
     family = "sharding"
     params = {"axes": AXES, "dim": DIM}
     feature_names = ("with_sharding_constraint",)
+    refusal = "on an Explicit mesh (reshard is the API there)"  # why not here, when not applies()
+
+    def applies(self, ctx) -> bool:
+        """Whether it may appear here: outside shard_map bodies, not on an Explicit mesh."""
+        return not ctx.manual and not ctx.explicit
+
+    def usable(self, ctx) -> list:
+        """The mesh axes it may name here: not an enclosing vmap's spmd_axis_name."""
+        return [n for n in ctx.mesh if n not in ctx.reserved]
 
     def types(self, eqn, args, ctx):
         (a,) = args
         names, d = eqn["axes"], eqn["dim"]
         require(not ctx.manual, f"{self.name} inside a shard_map body")
-        require(not ctx.explicit, f"{self.name} on an Explicit mesh (reshard is the API there)")
+        require(self.applies(ctx), f"{self.name} {self.refusal}")
         require(len(set(names)) == len(names), f"{self.name} names an axis twice")
         for n in names:
             require(n in ctx.mesh, f"{self.name} over {n!r}, not a mesh axis")
-            require(n not in ctx.reserved, f"{self.name} over {n!r}, an enclosing spmd_axis_name")
+            require(n in self.usable(ctx), f"{self.name} over {n!r}, an enclosing spmd_axis_name")
         require(0 <= d < a.rank, f"{self.name} dim {d} out of range for rank {a.rank}")
         k = math.prod(ctx.mesh[n] for n in names)
         require(a.shape[d] % k == 0, f"{self.name} splits dim {a.shape[d]} into {k}")
         return [a]
 
     def draw(self, draw, ctx, scope):
-        if ctx.manual or ctx.explicit:
+        if not self.applies(ctx):
             return None
-        axes = [n for n in ctx.mesh if n not in ctx.reserved]
+        axes = self.usable(ctx)
         vis = scope.visible
         cands = [(v, d) for v in scope.floats(min_rank=1) for d in range(vis[v].rank)
                  if any(vis[v].shape[d] % ctx.mesh[n] == 0 for n in axes)]
@@ -102,31 +111,15 @@ class Reshard(WithShardingConstraint):
     name = "reshard"
     feature_names = ("reshard",)
     since = "0.7.0"
+    refusal = "outside an Explicit mesh (with_sharding_constraint is the API there)"
 
-    def types(self, eqn, args, ctx):
-        (a,) = args
-        names, d = eqn["axes"], eqn["dim"]
-        require(ctx.explicit and not ctx.manual, f"{self.name} outside an Explicit mesh's shard_map-free code")
-        require(len(set(names)) == len(names), f"{self.name} names an axis twice")
-        for n in names:
-            require(n in ctx.mesh, f"{self.name} over {n!r}, not a mesh axis")
-        require(0 <= d < a.rank, f"{self.name} dim {d} out of range for rank {a.rank}")
-        k = math.prod(ctx.mesh[n] for n in names)
-        require(a.shape[d] % k == 0, f"{self.name} splits dim {a.shape[d]} into {k}")
-        return [a]
+    def applies(self, ctx) -> bool:
+        """Only on an Explicit mesh, outside shard_map bodies."""
+        return ctx.explicit and not ctx.manual
 
-    def draw(self, draw, ctx, scope):
-        if ctx.manual or not ctx.explicit:
-            return None
-        axes = list(ctx.mesh)
-        vis = scope.visible
-        cands = [(v, d) for v in scope.floats(min_rank=1) for d in range(vis[v].rank)
-                 if any(vis[v].shape[d] % ctx.mesh[n] == 0 for n in axes)]
-        if not cands:
-            return None
-        a, d = draw(st.sampled_from(cands))
-        return {"op": self.name, "args": [a], "outs": [scope.new_var()],
-                "axes": draw(st.sampled_from(splits(vis[a].shape[d], axes, ctx.mesh))), "dim": d}
+    def usable(self, ctx) -> list:
+        """Every mesh axis (an enclosing spmd_axis_name's too: measured on jax 0.10.2)."""
+        return list(ctx.mesh)
 
     def as_constraint(self, draw, ctx, arg, ty, dim, out):
         return None  # (a round trip: the op after it sees a replicated value)
