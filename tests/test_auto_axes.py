@@ -110,13 +110,19 @@ def test_generated_programs_with_auto_axes_agree(worker):
     disabled = frozenset(O.REGISTRY) - keep
     got = []
 
-    @settings(max_examples=400, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
-    @given(programs(disabled=disabled, max_depth=2, max_eqns=4, max_calls=1))
-    def collect(p):
-        if len(got) < 3 and "auto_axes" in features(p)[0]:
-            got.append(p)
+    from hypothesis import seed as hseed
 
-    collect()
+    for s in range(3):  # (seeded runs until 3 are found: one run's count moves with every change to the draws)
+        @hseed(s)
+        @settings(max_examples=400, database=None, suppress_health_check=list(HealthCheck))
+        @given(programs(disabled=disabled, max_depth=2, max_eqns=4, max_calls=1))
+        def collect(p):
+            if len(got) < 3 and "auto_axes" in features(p)[0]:
+                got.append(p)
+
+        collect()
+        if len(got) == 3:
+            break
     assert len(got) == 3
     for p in got:
         out = worker.run(render(p, worker.caps), timeout=240)

@@ -475,9 +475,12 @@ def test_an_update_may_be_a_shifted_window_of_its_operand():
     from hypothesis import HealthCheck
     from fuzz import ops as O
 
+    from hypothesis import seed as hseed
+
     seen = []
 
-    @settings(max_examples=300, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+    @hseed(0)  # (two seeds pooled: one run's count moves with every change to the draws)
+    @settings(max_examples=300, database=None, suppress_health_check=list(HealthCheck))
     @given(programs(disabled=frozenset(O.REGISTRY) - {"at_set", "slice", "sin"}, max_calls=1))
     def collect(p):
         def walk(f):
@@ -495,8 +498,9 @@ def test_an_update_may_be_a_shifted_window_of_its_operand():
             walk(f)
 
     collect()
+    hseed(1)(collect)()
     shifted = [w for w in seen if 0 <= w[1] < w[2]]  # (the draw's windows: not empty, counted from 0)
-    assert len(shifted) >= 3, f"{len(shifted)} at_set(s) took a window of their own operand in 300 programs"
+    assert len(shifted) >= 3, f"{len(shifted)} at_set(s) took a window of their own operand in 600 programs"
 
 
 def test_no_result_varies_over_an_axis_an_enclosing_spmd_axis_name_takes():
