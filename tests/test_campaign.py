@@ -129,3 +129,28 @@ def test_without_shrinking_a_finding_is_kept_as_found():
         assert c.report()["shrink"] is False
     finally:
         c.close()
+
+
+def test_a_shrink_out_of_time_ends_at_once():
+    """Once a shrink is out of time, a program the shrinker has not run ends the Hypothesis run
+    (fuzz.campaign._ShrinkOver, let through by Hypothesis); returning instead let the
+    shrinker go on drawing programs for minutes (a 150-s campaign ran 371 s). A program
+    already run is replayed from the cache, and no JAX run starts."""
+    import time
+
+    from fuzz.campaign import _ShrinkOver
+
+    c = Campaign(seconds=1, determinism=False)
+    try:
+        c.start = time.monotonic() - 100
+        c.target, c.target_start = "some finding", time.monotonic() - 100
+        ran = []
+        c.run_program = lambda p: ran.append(p) or []
+        with pytest.raises(_ShrinkOver):
+            c._test(bloated())
+        assert ran == []
+        c.cache[__import__("fuzz.campaign", fromlist=["program_key"]).program_key(bloated())] = []
+        c._test(bloated())  # known: replayed, nothing raised
+        assert ran == []
+    finally:
+        c.close()
