@@ -52,3 +52,23 @@ def agree_with_jax(worker, p, ignore=()):
     found = [f for f in oracles.judge(p, out, evaluate(p)) if f.oracle not in ignore]
     assert not found, [(f.signature, f.details) for f in found]
     return out
+
+
+def drawn_programs(seeds, n: int, **kwargs) -> list:
+    """The programs ``strategies.programs.programs(**kwargs)`` draws, ``n`` per Hypothesis seed
+    of ``seeds`` (generate phase only, no database): for counts over what the generator draws."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hseed
+
+    from strategies.programs import programs
+
+    out = []
+    for s in seeds:
+        @hseed(s)
+        @settings(max_examples=n, phases=[Phase.generate], database=None, deadline=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(programs(**kwargs))
+        def collect(p):
+            out.append(p)
+        collect()
+    return out

@@ -12,7 +12,7 @@ import oracles
 from fuzz.reference import Reference, evaluate, make_input, weights
 from fuzz.render import _JVP_SRC, _VJP_SRC, _WEIGHTS_SRC, render, render_repro
 from fuzz.typecheck import ProgramError, check_program
-from helpers import JIT, call, eqn, fn, program, shard_map, vmap
+from helpers import JIT, call, drawn_programs, eqn, fn, program, shard_map, vmap
 
 
 def run1(p):
@@ -262,11 +262,6 @@ def test_a_wrong_ppermute_transpose_inside_the_body_is_caught_only_by_a_varying_
     cotangent reaching the ppermute is the same block everywhere and a wrong permutation of it
     changes nothing; the loss L * (L + axis_index) the generator draws there (_Gen.vary_loss)
     scales it by 2 L + i on device i, and the planted bug shows."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hseed
-
-    from strategies.programs import programs
-
     def body(varying):
         eqns = [eqn("ppermute", ["b"], ["p"], axes=["x"], shift=1), eqn("wsum", ["p"], ["l"], seed=5)]
         if varying:
@@ -298,15 +293,9 @@ def test_a_wrong_ppermute_transpose_inside_the_body_is_caught_only_by_a_varying_
             if e["op"] == "call":
                 walk(e["fn"])
 
-    for s in (1, 2):
-        @hseed(s)
-        @settings(max_examples=150, phases=[Phase.generate], database=None, deadline=None,
-                  suppress_health_check=list(HealthCheck))
-        @given(programs())
-        def draw(p):
-            for f in p["functions"].values():
-                walk(f)
-        draw()
+    for p in drawn_programs((1, 2), 150):
+        for f in p["functions"].values():
+            walk(f)
     assert len(drawn) >= 3, drawn
 
 
@@ -316,11 +305,7 @@ def test_ops_under_a_derivative_mostly_read_the_functions_own_values(monkeypatch
     constant to the derivative, so a collective on it is never transposed. Over 600 drawn
     programs, collectives under a derivative read their function's own values in 85% of
     draws; uniform picks read them in 58% (measured, session 17)."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hseed
-
     import fuzz.ops.collectives as C
-    from strategies.programs import programs
 
     count = {"drawn": 0, "own": 0}
     inner = C._varying_first
@@ -333,13 +318,6 @@ def test_ops_under_a_derivative_mostly_read_the_functions_own_values(monkeypatch
         return out
 
     monkeypatch.setattr(C, "_varying_first", spy)
-    for s in (11, 12):
-        @hseed(s)
-        @settings(max_examples=300, phases=[Phase.generate], database=None, deadline=None,
-                  suppress_health_check=list(HealthCheck))
-        @given(programs())
-        def draw(p):
-            pass
-        draw()
+    drawn_programs((11, 12), 300)
     assert count["drawn"] >= 40, count
     assert count["own"] > 0.72 * count["drawn"], count

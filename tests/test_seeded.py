@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import eqn, fn, program, shard_map, vmap
+from helpers import drawn_programs, eqn, fn, program, shard_map, vmap
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -317,11 +317,6 @@ def test_most_loss_terms_are_random_linear_functionals():
     (an all-ones cotangent): over drawn programs, wsum equations outnumber sums (body sums
     included), where with an even pick of the loss op they were half as many (73 against 144
     over 300 programs, seed 1)."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hseed
-
-    from strategies.programs import programs
-
     count = {"sum": 0, "wsum": 0}
 
     def walk(fn):
@@ -331,15 +326,9 @@ def test_most_loss_terms_are_random_linear_functionals():
             if e["op"] == "call":
                 walk(e["fn"])
 
-    for s in (1, 2):
-        @hseed(s)
-        @settings(max_examples=150, phases=[Phase.generate], database=None, deadline=None,
-                  suppress_health_check=list(HealthCheck))
-        @given(programs())
-        def draw(p):
-            for f in p["functions"].values():
-                walk(f)
-        draw()
+    for p in drawn_programs((1, 2), 150):
+        for f in p["functions"].values():
+            walk(f)
     assert count["wsum"] > 1.3 * count["sum"], count
 
 

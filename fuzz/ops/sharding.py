@@ -59,9 +59,10 @@ class WithShardingConstraint(ExprOp):
         require(not ctx.manual, f"{self.name} inside a shard_map body")
         require(self.applies(ctx), f"{self.name} {self.refusal}")
         require(len(set(names)) == len(names), f"{self.name} names an axis twice")
+        usable = self.usable(ctx)
         for n in names:
             require(n in ctx.mesh, f"{self.name} over {n!r}, not a mesh axis")
-            require(n in self.usable(ctx), f"{self.name} over {n!r}, an enclosing spmd_axis_name")
+            require(n in usable, f"{self.name} over {n!r}, an enclosing spmd_axis_name")
         require(0 <= d < a.rank, f"{self.name} dim {d} out of range for rank {a.rank}")
         k = math.prod(ctx.mesh[n] for n in names)
         require(a.shape[d] % k == 0, f"{self.name} splits dim {a.shape[d]} into {k}")
