@@ -302,3 +302,77 @@ def test_with_sharding_constraint_is_the_identity():
     got = evaluate(p)["results"]
     np.testing.assert_array_equal(got[0][0], make_input(13, (8, 2)))
     np.testing.assert_array_equal(got[1][0], make_input(13, (8, 2)))
+
+
+def test_cache_trim_deletes_the_oldest_files_down_to_half(tmp_path):
+    import os
+
+    from fuzz.reference import trim_cache
+
+    for k in range(10):  # 10 files of 100 bytes, file k written at time k
+        f = tmp_path / f"e{k}"
+        f.write_bytes(b"x" * 100)
+        os.utime(f, (k, k))
+    assert trim_cache(tmp_path, limit=1000) == 0  # at the limit: nothing deleted
+    assert trim_cache(tmp_path, limit=900) == 600  # over it: down to 450 bytes, oldest first
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["e6", "e7", "e8", "e9"]
+
+
+def test_reference_cache_directory_from_the_environment(monkeypatch, tmp_path):
+    from fuzz.reference import REFERENCE_CACHE_ENV, reference_cache_dir
+
+    monkeypatch.setenv(REFERENCE_CACHE_ENV, "off")
+    assert reference_cache_dir() is None
+    monkeypatch.setenv(REFERENCE_CACHE_ENV, str(tmp_path / "c"))
+    assert reference_cache_dir() == tmp_path / "c"
+    monkeypatch.delenv(REFERENCE_CACHE_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert reference_cache_dir() == tmp_path / "shardfuzz" / "reference-xla"
+
+
+_CACHED_RUN = """
+import json, sys
+sys.path.insert(0, {tests!r})
+import numpy as np
+from fuzz.reference import evaluate, enable_compilation_cache
+from helpers import call, eqn, fn, program
+inner = fn(["w"], [eqn("sin", ["w"], ["s"]), eqn("cumsum", ["s"], ["c"], axis=0),
+                   eqn("wsum", ["c"], ["l"], seed=3)], ["l"])
+body = fn(["a"], [eqn("call", ["a"], ["g"], transforms=[{{"kind": "grad", "argnums": [0]}}], fn=inner)], ["g"])
+p = program(inputs=[("x0", (6,), 4)], functions={{"f0": body}}, calls=[call("f0", [], ["x0"])])
+out = evaluate(p)["results"][0][0]
+import jax
+print(json.dumps({{"cache": str(enable_compilation_cache(jax)), "values": out.tolist()}}))
+"""
+
+
+def test_the_reference_compilation_cache_is_written_and_leaves_values_unchanged(tmp_path):
+    """The reference's derivative (eager jax.numpy) compiles into the cache directory; a second
+    process reads it back and gets the same values as a process with the cache off."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from fuzz.reference import REFERENCE_CACHE_ENV
+
+    tests = str(Path(__file__).parent)
+    code = _CACHED_RUN.format(tests=tests)
+
+    def run(cache: str) -> dict:
+        env = {**os.environ, REFERENCE_CACHE_ENV: cache}
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              timeout=300, cwd=str(Path(tests).parent))
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    where = tmp_path / "cache"
+    first = run(str(where))
+    assert first["cache"] == str(where)
+    written = sorted(p.name for p in where.iterdir())
+    assert written, "no compiled executable was cached"
+    second = run(str(where))
+    off = run("off")
+    assert off["cache"] == "None"
+    assert first["values"] == second["values"] == off["values"]
