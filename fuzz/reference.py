@@ -41,8 +41,6 @@ enclosing vmap axes) is one array of shape ``(size_1, ..., size_k) + shape``.
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 
 import numpy as np
 
@@ -93,89 +91,6 @@ def weights(seed: int, shape) -> np.ndarray:
     return w
 
 
-REFERENCE_CACHE_ENV = "SHARDFUZZ_REFERENCE_CACHE"
-REFERENCE_CACHE_BYTES = 256 * 2**20
-_cache_dir: list = []  # [directory or None] once decided for this process
-
-
-def reference_cache_dir() -> Path | None:
-    """The directory of the reference's compilation cache (:func:`enable_compilation_cache`), or None if off.
-
-    ``$SHARDFUZZ_REFERENCE_CACHE``, or ``shardfuzz/reference-xla`` under ``$XDG_CACHE_HOME``
-    (default ``~/.cache``); ``off`` turns the cache off.
-    """
-    where = os.environ.get(REFERENCE_CACHE_ENV, "")
-    if where.lower() == "off":
-        return None
-    if where:
-        return Path(where)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "shardfuzz" / "reference-xla"
-
-
-def trim_cache(where: Path, limit: int = REFERENCE_CACHE_BYTES) -> int:
-    """Delete the oldest files of ``where`` (by modification time) until it holds at most ``limit // 2``
-    bytes, if it holds more than ``limit``; returns the bytes deleted. Files another process
-    deletes meanwhile are skipped."""
-    files = []
-    for f in where.glob("*"):
-        try:
-            st = f.stat()
-        except OSError:
-            continue
-        files.append((st.st_mtime, st.st_size, f))
-    total = sum(size for _, size, _ in files)
-    if total <= limit:
-        return 0
-    freed = 0
-    for _, size, f in sorted(files, key=lambda t: t[0]):
-        if total - freed <= limit // 2:
-            break
-        try:
-            f.unlink()
-            freed += size
-        except OSError:
-            pass
-    return freed
-
-
-def enable_compilation_cache(jax) -> Path | None:
-    """Turn on JAX's persistent compilation cache for the reference's eager ops; returns its directory.
-
-    Eager ``jax.numpy`` inside the reference's derivatives compiles each op once per shape
-    (``jax._src.dispatch.apply_primitive``, ``pjit._pjit_call_impl``): XLA compiles were 58%
-    of the reference's time over 300 drawn programs (20.6 of 35.7 s, cProfile, jax 0.10.2,
-    about 25 ms each), and the same ops and shapes come back across campaigns, jobs and
-    test runs. Only the fuzzer's own process uses it; the workers that run the program under
-    test never do. Values are unchanged: an entry is keyed by the HLO module, the compile
-    options and the jaxlib version (``jax._src.cache_key``), and JAX compiles instead, with a
-    warning, when an entry cannot be read (``jax_raise_persistent_cache_errors`` off).
-
-    Directory: :func:`reference_cache_dir`. JAX's own size bound
-    (``jax_compilation_cache_max_size``) scans the whole directory on every write, slower
-    than the compile it saves once it holds thousands of entries (about 4 KB each), so the
-    bound is kept here instead, once per process: :func:`trim_cache` to
-    :data:`REFERENCE_CACHE_BYTES`. Returns None when off or when this JAX lacks these options;
-    a compile before this call leaves the cache off for the process
-    (``jax._src.compilation_cache.is_cache_used`` decides once).
-    """
-    if _cache_dir:
-        return _cache_dir[0]
-    where = reference_cache_dir()
-    _cache_dir.append(None)
-    if where is None:
-        return None
-    try:
-        where.mkdir(parents=True, exist_ok=True)
-        trim_cache(where)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-        jax.config.update("jax_compilation_cache_dir", str(where))
-    except (OSError, AttributeError):  # an unwritable directory or an older JAX: compile as before
-        return None
-    _cache_dir[0] = where
-    return where
-
-
 class Reference:
     """Evaluates a program's calls; see the module docstring for the semantics.
 
@@ -188,7 +103,6 @@ class Reference:
         import jax
         import jax.numpy as jnp
 
-        enable_compilation_cache(jax)
         self.jax, self.jnp = jax, jnp
         self.xp = np  # NumPy outside grad (no compilation); jax.numpy inside jax.grad
         self.p = program
