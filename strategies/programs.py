@@ -681,9 +681,10 @@ class _Gen:
         where = self.draw(st.sampled_from([None, None, "before", "after"]))
         if where is None:
             return eqns
-        ann = self.draw(st.sampled_from(self.annotators))
-        if T.context_refusal(ann, ctx):
+        usable = [a for a in self.annotators if T.context_refusal(a, ctx) is None]
+        if not usable:
             return eqns
+        ann = self.draw(st.sampled_from(usable))
         seen = dict(scope.visible)
         for e in eqns[:-1]:
             seen.update(zip(e["outs"], T.eqn_types(e, [seen[a] for a in e["args"]], ctx)))

@@ -380,3 +380,21 @@ def test_an_op_along_a_dim_is_annotated_as_split_along_it():
 
     draw()
     assert counts["before"] > 20 and counts["after"] > 20 and counts["none"] > 50, counts
+
+
+def test_every_annotator_annotates_somewhere():
+    """An op that defines Op.as_constraint (the generator's annotators) gives an annotation of a
+    (4, 8) value along dim 0 on an Auto or an Explicit 2 x 4 mesh: one that always returns None
+    would take a share of the annotations and make none."""
+    from hypothesis import find
+
+    from strategies.programs import _defines as gen_defines
+
+    annotators = [op for op in OPS if gen_defines(op, "as_constraint")]
+    assert annotators
+    for op in annotators:
+        made = []
+        for kind in ("auto", "explicit"):
+            ctx = T.root_ctx(program(mesh=(("x", 2), ("y", 4)), axis_type=kind))
+            made.append(op.as_constraint(lambda s: find(s, lambda _: True), ctx, "a", T.Ty((4, 8)), 0, "b"))
+        assert any(m is not None for m in made), f"{op.name} defines as_constraint but never annotates"
