@@ -6,7 +6,7 @@ program, so that the reduction has something to remove.
 """
 import pytest
 
-from fuzz.campaign import Campaign
+from fuzz.campaign import Campaign, program_key
 from fuzz.maintain import program_lines
 from helpers import JIT, call, eqn, fn, program
 
@@ -149,7 +149,7 @@ def test_a_shrink_out_of_time_ends_at_once():
         with pytest.raises(_ShrinkOver):
             c._test(bloated())
         assert ran == []
-        c.cache[__import__("fuzz.campaign", fromlist=["program_key"]).program_key(bloated())] = []
+        c.cache[program_key(bloated())] = []
         c._test(bloated())  # known: replayed, nothing raised
         assert ran == []
     finally:

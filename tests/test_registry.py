@@ -388,9 +388,7 @@ def test_every_annotator_annotates_somewhere():
     would take a share of the annotations and make none."""
     from hypothesis import find
 
-    from strategies.programs import _defines as gen_defines
-
-    annotators = [op for op in OPS if gen_defines(op, "as_constraint")]
+    annotators = [op for op in OPS if _defines(op, "as_constraint")]
     assert annotators
     for op in annotators:
         made = []
