@@ -318,6 +318,10 @@ def test_ops_under_a_derivative_mostly_read_the_functions_own_values(monkeypatch
         return out
 
     monkeypatch.setattr(C, "_varying_first", spy)
-    drawn_programs((11, 12), 300)
+    # many seeds, few programs each: Hypothesis' generation copies parts of a program into the
+    # next ones (span mutations), so a seed's programs come in clusters; two seeds of 300 swung
+    # from 85% to 66% with an unrelated change of the collectives' draw (session 19), twelve of
+    # 50 gave 78-86% on three disjoint seed ranges, before and after it
+    drawn_programs(tuple(range(11, 23)), 50)
     assert count["drawn"] >= 40, count
     assert count["own"] > 0.72 * count["drawn"], count

@@ -169,28 +169,16 @@ def test_a_collective_draws_an_axis_some_value_varies_over():
 def test_a_ppermute_prefers_an_axis_where_a_permutation_is_not_its_own_inverse():
     """Over a size-2 axis a ppermute's one non-trivial permutation is its own inverse (a transpose
     that forgets to invert it is right there): with a size-4 axis in scope the ppermute takes it (3
-    times in 4), though its operand varies over the size-2 one; an all_gather keeps that one."""
+    times in 4), where an all_gather takes the first axis of size >= 2."""
     from fuzz.ops import get
     from fuzz.ops.base import Scope, Ty
 
     ctx = _ctx_with_axes(("x", 2, "mesh"), ("y", 4, "mesh"))
-    scope = Scope({"a": Ty((4,), frozenset({"x"}))}, ["a"], {}, frozenset(), lambda: "v1", lambda: "cb", None,
+    scope = Scope({"a": Ty((4,), frozenset({"x", "y"}))}, ["a"], {}, frozenset(), lambda: "v1", lambda: "cb", None,
                   4096, 4)
     assert get("ppermute").draw(_Draws(1), ctx, scope)["axes"] == ["y"]
     assert get("all_gather").draw(_Draws(1), ctx, scope)["axes"] == ["x"]
     assert get("ppermute").draw(_Draws(0), ctx, scope)["axes"] == ["x"]  # size-2 axes stay reachable
-
-
-def test_a_collective_prefers_an_exchanging_axis_to_a_size_one_axis_its_operand_varies_over():
-    """A collective over a size-1 axis exchanges nothing: the preference for axes of size >= 2 comes
-    before the one for axes the operand varies over, which would otherwise pick the size-1 axis."""
-    from fuzz.ops import get
-    from fuzz.ops.base import Scope, Ty
-
-    ctx = _ctx_with_axes(("x", 1, "mesh"), ("y", 4, "mesh"))
-    scope = Scope({"a": Ty((4,), frozenset({"x"}))}, ["a"], {}, frozenset(), lambda: "v1", lambda: "cb", None,
-                  4096, 4)
-    assert get("all_gather").draw(_Draws(1), ctx, scope)["axes"] == ["y"]
 
 
 def test_a_collective_that_splits_a_dim_draws_an_axis_some_dim_divides_by():
@@ -353,11 +341,12 @@ def test_most_loss_terms_are_random_linear_functionals():
             if e["op"] == "call":
                 walk(e["fn"])
 
-    for p in drawn_programs((1, 2), 150):
+    # many seeds, few programs each (Hypothesis' span mutations make a seed's programs come in
+    # clusters): twelve seeds of 50 gave ratios of 1.5-3.8 on three disjoint seed ranges, where two
+    # seeds of 150 swung from 1.48 to 0.85 with an unrelated change of the collectives (session 19)
+    for p in drawn_programs(tuple(range(1, 13)), 50):
         for f in p["functions"].values():
             walk(f)
-    # (measured: 94 against 78 with the collectives' axis preference of session 19, 114 against 77
-    # before it: the ratio moves with any change of the generator, the even pick's 0.5 stays far)
     assert count["wsum"] > count["sum"], count
 
 

@@ -75,11 +75,10 @@ class Collective(ExprOp):
         axes = [n for n in ctx.collective_axes() if usable is None or usable(n)]
         if not axes:
             return None
-        axes = _exchanging_first(draw, ctx, axes, self.least_size)
         if scope is not None:
             varied = frozenset().union(*(scope.visible[v].vma for v in scope.values(self.dtypes)))
             axes = _preferred(draw, axes, [n for n in axes if n in varied])
-        return draw(st.sampled_from(axes))
+        return draw(st.sampled_from(_exchanging_first(draw, ctx, axes, self.least_size)))
 
 
 def _preferred(draw, names: list, better: list) -> list:
