@@ -342,8 +342,8 @@ def test_most_loss_terms_are_random_linear_functionals():
                 walk(e["fn"])
 
     # many seeds, few programs each (Hypothesis' span mutations make a seed's programs come in
-    # clusters): twelve seeds of 50 gave ratios of 1.5-3.8 on three disjoint seed ranges, where two
-    # seeds of 150 swung from 1.48 to 0.85 with an unrelated change of the collectives (session 19)
+    # clusters): twelve seeds of 50 gave ratios of 1.5-3.8 on three disjoint seed ranges with and
+    # without ppermute's axis preference (session 19), where two seeds of 150 fell from 1.48 to 0.85
     for p in drawn_programs(tuple(range(1, 13)), 50):
         for f in p["functions"].values():
             walk(f)
