@@ -139,6 +139,13 @@ class _Draws:
         return s.value if hasattr(s, "value") else list(s.elements)[0]  # just / sampled_from
 
 
+def _scope(visible: dict):
+    """A Scope over ``visible`` ({variable: Ty}, most recent first), no disabled names, the generator's limits."""
+    from fuzz.ops.base import Scope
+
+    return Scope(visible, list(visible), {}, frozenset(), lambda: "v1", lambda: "cb", None, 4096, 4)
+
+
 def test_collective_axes_of_size_two_or_more_come_first():
     from fuzz.ops.collectives import _exchanging_first
 
@@ -152,13 +159,13 @@ def test_a_collective_draws_an_axis_some_value_varies_over():
     """A ppermute in a body with three axes, where a value varies over the size-4 one only, is drawn
     over that axis, on that value (3 times in 4: the draws that prefer); otherwise over any."""
     from fuzz.ops import get
-    from fuzz.ops.base import Scope, Ty
+    from fuzz.ops.base import Ty
 
     ctx = _ctx_with_axes(("x", 1, "mesh"), ("i", 2, "vmap"), ("y", 4, "mesh"))
     visible = {"a": Ty((4,)), "b": Ty((4,), frozenset({"y"}))}
 
     def drawn(value):
-        scope = Scope(visible, ["a", "b"], {}, frozenset(), lambda: "v1", lambda: "cb", None, 4096, 4)
+        scope = _scope(visible)
         e = get("ppermute").draw(_Draws(value), ctx, scope)
         return e["axes"], e["args"], e["shift"]
 
@@ -171,11 +178,10 @@ def test_a_ppermute_prefers_an_axis_where_a_permutation_is_not_its_own_inverse()
     that forgets to invert it is right there): with a size-4 axis in scope the ppermute takes it (3
     times in 4), where an all_gather takes the first axis of size >= 2."""
     from fuzz.ops import get
-    from fuzz.ops.base import Scope, Ty
+    from fuzz.ops.base import Ty
 
     ctx = _ctx_with_axes(("x", 2, "mesh"), ("y", 4, "mesh"))
-    scope = Scope({"a": Ty((4,), frozenset({"x", "y"}))}, ["a"], {}, frozenset(), lambda: "v1", lambda: "cb", None,
-                  4096, 4)
+    scope = _scope({"a": Ty((4,), frozenset({"x", "y"}))})
     assert get("ppermute").draw(_Draws(1), ctx, scope)["axes"] == ["y"]
     assert get("all_gather").draw(_Draws(1), ctx, scope)["axes"] == ["x"]
     assert get("ppermute").draw(_Draws(0), ctx, scope)["axes"] == ["x"]  # size-2 axes stay reachable
@@ -186,16 +192,14 @@ def test_a_collective_that_splits_a_dim_draws_an_axis_some_dim_divides_by():
     psum_scatter are drawn over the vmap axis even when the draw names the mesh axis first (drawn
     first and checked after, the op was left out there)."""
     from fuzz.ops import get
-    from fuzz.ops.base import Scope, Ty
+    from fuzz.ops.base import Ty
 
     ctx = _ctx_with_axes(("y", 4, "mesh"), ("i", 2, "vmap"))
-    scope = Scope({"a": Ty((2,), frozenset({"y", "i"}))}, ["a"], {}, frozenset(), lambda: "v1", lambda: "cb", None,
-                  4096, 4)
+    scope = _scope({"a": Ty((2,), frozenset({"y", "i"}))})
     for op in ("all_to_all", "psum_scatter"):
         for value in (0, 1):
             assert get(op).draw(_Draws(value), ctx, scope)["axes"] == ["i"], (op, value)
-    scope = Scope({"a": Ty((3,), frozenset({"y", "i"}))}, ["a"], {}, frozenset(), lambda: "v1", lambda: "cb", None,
-                  4096, 4)
+    scope = _scope({"a": Ty((3,), frozenset({"y", "i"}))})
     assert get("all_to_all").draw(_Draws(1), ctx, scope) is None  # no dim divides: nothing to draw
 
 
@@ -203,11 +207,11 @@ def test_an_all_gather_takes_a_value_with_a_dim_when_one_varies_over_its_axis():
     """A vmap's per-example values are often scalars; an all_gather over its axis takes the value
     of rank 1 (3 times in 4), which it can tile, rather than the scalar listed first."""
     from fuzz.ops import get
-    from fuzz.ops.base import Scope, Ty
+    from fuzz.ops.base import Ty
 
     ctx = _ctx_with_axes(("i", 2, "vmap"))
     visible = {"s": Ty((), frozenset({"i"})), "v": Ty((4,), frozenset({"i"}))}
-    scope = Scope(visible, ["s", "v"], {}, frozenset(), lambda: "v1", lambda: "cb", None, 4096, 4)
+    scope = _scope(visible)
     assert get("all_gather").draw(_Draws(1), ctx, scope)["args"] == ["v"]
     assert get("all_gather").draw(_Draws(0), ctx, scope)["args"] == ["s"]  # scalars stay reachable
 
@@ -216,10 +220,10 @@ def test_axis_index_names_a_size_one_axis_as_readily_as_a_wider_one():
     """axis_index exchanges nothing: unlike the other collectives it does not prefer axes of
     size >= 2 (its lowering over a size-1 manual axis is a case of its own)."""
     from fuzz.ops import get
-    from fuzz.ops.base import Scope, Ty
+    from fuzz.ops.base import Ty
 
     ctx = _ctx_with_axes(("x", 1, "mesh"), ("y", 4, "mesh"))
-    scope = Scope({"a": Ty((4,))}, ["a"], {}, frozenset(), lambda: "v1", lambda: "cb", None, 4096, 4)
+    scope = _scope({"a": Ty((4,))})
     for value in (0, 1):  # with or without the draws that prefer
         assert get("axis_index").draw(_Draws(value), ctx, scope)["axes"] == ["x"]
     assert get("ppermute").draw(_Draws(1), ctx, scope)["axes"] == ["y"]  # an exchanging one prefers size >= 2
@@ -229,17 +233,16 @@ def test_a_reduction_over_two_axes_may_mix_varying_and_unvarying_ones():
     """psum's first axis is one the operand varies over (3 times in 4), its second any other usable
     one: here the axis the operand does not vary over, so JAX's rule reduces and multiplies at once."""
     from fuzz.ops import get
-    from fuzz.ops.base import Scope, Ty
+    from fuzz.ops.base import Ty
 
     ctx = _ctx_with_axes(("i", 4, "vmap"), ("j", 2, "vmap"))
     visible = {"a": Ty((4,), frozenset({"j"}))}
-    scope = Scope(visible, ["a"], {}, frozenset(), lambda: "v1", lambda: "cb", None, 4096, 4)
+    scope = _scope(visible)
     assert get("psum").draw(_Draws(1), ctx, scope)["axes"] == ["j", "i"]
     assert get("psum").draw(_Draws(0), ctx, scope)["axes"] == ["i"]
     # over two checked manual axes (x varying, y not) the mix that jax 0.10.2 refuses comes second
     ctx = _ctx_with_axes(("x", 2, "mesh"), ("y", 4, "mesh"), ("w", 2, "mesh"))
-    scope = Scope({"a": Ty((4,), frozenset({"y", "w"}))}, ["a"], {}, frozenset(), lambda: "v1", lambda: "cb", None,
-                  4096, 4)
+    scope = _scope({"a": Ty((4,), frozenset({"y", "w"}))})
     assert get("psum").draw(_Draws(1), ctx, scope)["axes"] == ["y", "w"]
 
 
