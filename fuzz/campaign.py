@@ -22,7 +22,8 @@ from hypothesis.errors import Flaky
 
 from fuzz import features as F
 from fuzz import findings as findings_file
-from fuzz.reduce import reduce_program
+from fuzz.features import op_names
+from fuzz.reduce import reduce_program, without_ops
 from fuzz.render import render
 from fuzz.runner import Runner, default_timeout
 from fuzz.typecheck import ProgramError
@@ -137,7 +138,7 @@ class Campaign:
                  source_hook=None, stop_when=None, findings_path: str | None = None, on_finding=None,
                  corpus_signatures: dict | None = None, run_id: str | None = None, job: int = 0,
                  swarm: bool = False, avoid_known: bool = True, shrink: bool = True,
-                 disabled: frozenset = frozenset()):
+                 disabled: frozenset = frozenset(), known_ops: dict | None = None, look_past: bool = True):
         self.seconds = seconds
         self.shrink = shrink  # False: findings are kept as found (neither shrunk nor reduced)
         self.max_examples = max_examples
@@ -172,6 +173,18 @@ class Campaign:
         # one of them out now and then (strategies.swarm.swarm_programs)
         self.avoid: dict = {}
         self.known: set = set(self.corpus)
+        # Looking past known bugs: {known signature: the op names every program seen with it
+        # uses} (seeded with the ops of the corpus entries' reduced programs, ``known_ops``,
+        # and of this campaign's reduced findings). A program that raises such a signature is
+        # run once more without those ops (fuzz.reduce.without_ops), so that what else it
+        # holds is still judged; a variant that raises it again shows the dropped ops were
+        # not what the bug needs, and they leave its set.
+        self.look_past = look_past
+        self.needs: dict = {sig: frozenset(ops) for sig, ops in (known_ops or {}).items()}
+        self.looking_past = False
+        self.look_past_runs = 0  # variants run
+        self.look_past_clear = 0  # variants that raised no known signature
+        self.look_past_seconds = 0.0
         self.run_id = run_id
         self.job = job
         self.peers: set = set()  # signatures other jobs of this run wrote to the findings file
@@ -191,11 +204,15 @@ class Campaign:
         t0 = time.monotonic()
         found, source = self.runner.run(program)
         shrinking = self.reducing or self.target
-        if not shrinking and any(f.signature in self.known for f in found):
+        if not shrinking and not self.looking_past and any(f.signature in self.known for f in found):
             self.known_seconds += time.monotonic() - t0
+        ops = None
         for f in found:
             if not shrinking and f.signature in self.known:
                 self._avoid(f.signature, program)
+                if f.signature in self.needs:
+                    ops = op_names(program) if ops is None else ops
+                    self.needs[f.signature] &= ops  # an op this program lacks is not what the bug needs
             if f.signature in self.corpus:
                 self.known_hits[f.signature] += 1
             elif f.signature in self.records:
@@ -210,7 +227,32 @@ class Campaign:
             if self.stop_when is not None and self.matched is None and self.stop_when(f, program):
                 self.matched = (time.monotonic() - self.start, f)
                 self.stopped = True
+        if self.look_past and not shrinking and not self.looking_past and not self.stopped:
+            self._look_past(program, found)
         return found
+
+    def _look_past(self, program: dict, found: list) -> None:
+        """Run ``program`` again without the ops of the known bugs it raised (see ``needs``).
+
+        The variant's findings are judged as any program's; a new one is queued for
+        reduction (it is not the drawn example's, so Hypothesis cannot shrink it).
+        """
+        drop = set()
+        for f in found:
+            if f.signature in self.known:
+                drop |= self.needs.get(f.signature, frozenset())
+        variant = without_ops(program, drop, self.caps) if drop else None
+        if variant is None:
+            return
+        t0 = time.monotonic()
+        self.looking_past = True
+        try:
+            again = self.run_program(variant)
+        finally:
+            self.looking_past = False
+        self.look_past_runs += 1
+        self.look_past_clear += not any(f.signature in self.known and f.signature in self.needs for f in again)
+        self.look_past_seconds += time.monotonic() - t0
 
     def _avoid(self, signature: str, program: dict) -> None:
         """Remember the names of the smallest program known to show ``signature`` (for avoidance)."""
@@ -254,7 +296,7 @@ class Campaign:
         """
         rec = Record(finding, program, source, 1, time.monotonic() - self.start)
         self.records[finding.signature] = rec
-        if self.target is not None or self.reducing:
+        if self.target is not None or self.reducing or self.looking_past:
             self.defer([finding.signature])
         self.save_record(finding.signature)
         self.on_finding(self, rec)
@@ -444,6 +486,8 @@ class Campaign:
         new = final.signature
         self.known.add(new)
         self._avoid(new, r.program)
+        ops = op_names(r.program)
+        self.needs[new] = self.needs.get(new, ops) & ops
         key = program_key(r.program)
         twin = next((s for s, o in self.records.items() if o is not rec and (s == new or program_key(o.program) == key)),
                     None)
@@ -540,5 +584,7 @@ class Campaign:
             "swarm": self.swarm, "avoid_known": self.avoid_known, "shrink": self.shrink,
             "disabled": sorted(self.disabled), "avoided": len(self.avoid),
             "reduced": sum(r.reduced for r in self.records.values()),
+            "look_past": self.look_past, "look_past_runs": self.look_past_runs,
+            "look_past_clear": self.look_past_clear, "look_past_seconds": round(self.look_past_seconds, 1),
         }
 

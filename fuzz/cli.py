@@ -124,6 +124,8 @@ def _unwritable(directory: str) -> str:
               help="Swarm testing: each program leaves out a random half of the ops and transforms.")
 @click.option("--avoid-known/--no-avoid-known", default=True, show_default=True,
               help="Now and then leave out a feature that a known bug's smallest program needs.")
+@click.option("--look-past/--no-look-past", default=True, show_default=True,
+              help="Run a program that raised a known finding once more without the ops that finding needs.")
 @click.option("--shrink/--no-shrink", default=True, show_default=True,
               help="Shrink and reduce each new finding; --no-shrink keeps findings as found (to reduce them "
                    "later with `shardfuzz reduce --also-on`).")
@@ -131,7 +133,7 @@ def _unwritable(directory: str) -> str:
               help="Never draw this op, transform, 'call' or option (explicit_mesh, spmd_axis_name, "
                    "vmap_axis_name, partial_manual, check_vma_off, capture, enable_checks); repeatable.")
 def run(seconds, max_examples, seed, report_path, python, jax_version, determinism, database, timeout, corpus_dir,
-        fail_on_known, jobs, swarm, avoid_known, shrink, disabled):
+        fail_on_known, jobs, swarm, avoid_known, look_past, shrink, disabled):
     """Run a fuzzing campaign against JAX on 8 host CPU devices."""
     stop = _Stop()
     from fuzz import parallel
@@ -168,14 +170,19 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
     except OSError as e:
         _fail(f"cannot write the findings file {findings_path} ({e.strerror or e}); "
               f"pass --database in a writable directory")
-    corpus_signatures = {}
+    corpus_signatures, known_ops = {}, {}
     if corpus_dir:
+        from fuzz.features import op_names
         from fuzz.program import CorpusError, corpus_files, known_signatures
 
         try:
-            corpus_signatures = known_signatures(corpus_files(corpus_dir))
+            entries = corpus_files(corpus_dir)
         except CorpusError as e:
             _fail(f"{e} (or pass --corpus '' to fuzz without a corpus)")
+        corpus_signatures = known_signatures(entries)
+        for _, entry in entries:  # the ops of each entry's reduced program (for --look-past)
+            for sig in [entry["signature"], *entry.get("faces", [])]:
+                known_ops.setdefault(sig, sorted(op_names(entry["program"])))
     hook = None
     if os.environ.get(FAULT_ENV):
         from fuzz.faults import hook_from_spec
@@ -218,7 +225,8 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
                                 source_hook=hook, findings_path=findings_path,
                                 on_finding=lambda c, rec: announce(rec.finding.signature),
                                 corpus_signatures=corpus_signatures, run_id=run_id, job=0, swarm=swarm,
-                                avoid_known=avoid_known, shrink=shrink, disabled=disabled)
+                                avoid_known=avoid_known, shrink=shrink, disabled=disabled,
+                                known_ops=known_ops, look_past=look_past)
         except WorkerError as e:
             _fail(f"{e} Pass --python with an interpreter that has jax installed.")
         campaign.peers_offset = findings_offset
@@ -245,7 +253,8 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
             config = {"deadline": time.time() + seconds, "python": python, "database": database or None,
                       "swarm": swarm, "avoid_known": avoid_known, "shrink": shrink, "disabled": sorted(disabled),
                       "timeout": timeout, "determinism": determinism, "findings_path": findings_path,
-                      "findings_offset": findings_offset, "corpus_signatures": corpus_signatures, "run_id": run_id}
+                      "findings_offset": findings_offset, "corpus_signatures": corpus_signatures, "run_id": run_id,
+                      "known_ops": known_ops, "look_past": look_past}
             children = parallel.Jobs(n_jobs, config, seeds, shares, on_finding=lambda job, sig: announce(sig))
             stop.forward = children.stop
             if stop.name is not None:  # (a stop signal came during the announcement: start none)
@@ -424,6 +433,10 @@ def _summary(report: dict, console) -> None:
         console.print(f"known (in the corpus, not new): {len(report['known'])} finding(s), {hits} hit(s), "
                       f"{report['known_seconds']:.0f} s of programs: "
                       + ", ".join(k["entry"] for k in report["known"]), markup=False, highlight=False, soft_wrap=True)
+    if report.get("look_past_runs"):
+        console.print(f"looked past known findings: {report['look_past_runs']} program(s) run again without the ops "
+                      f"those need ({report['look_past_seconds']:.0f} s), {report['look_past_clear']} of them "
+                      f"then raised no known finding", markup=False, highlight=False, soft_wrap=True)
     if not report["findings"]:
         console.print("[green]no new findings[/green]")
         return

@@ -74,3 +74,13 @@ def features(program: dict) -> tuple:
     if program.get("checks"):
         out.add("enable_checks")
     return out, depth
+
+
+def op_names(program: dict) -> frozenset:
+    """The registry names (``fuzz.ops``) of the ops a program's functions use, those of
+    nested functions included (a call's body, a custom rule's functions); ``call`` (a
+    nested transform chain) is not an op. ``program``: a program dict
+    (``fuzz/schemas/program.schema.json``)."""
+    from fuzz.reduce import _scopes
+
+    return frozenset(e["op"] for _, fn in _scopes(program) for e in fn["eqns"]) - {"call"}

@@ -749,6 +749,24 @@ def canonical(program: dict) -> dict:
     return p
 
 
+def _valid(cand: dict, caps: dict) -> bool:
+    """Whether a candidate passes the typing rules and the schema and renders with ``caps``
+    on at most ``caps["n_devices"]`` devices."""
+    try:
+        T.check_program(cand)
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError, ArithmeticError):
+        # a malformed candidate (say, a parameter below its schema's minimum: a broadcast
+        # of size 0 that a vmap then maps over) can trip the checker before the schema says why
+        return False
+    try:
+        validate_program(cand)
+        render(cand, caps)
+    except ValueError:  # ProgramError included
+        return False
+    n = caps.get("n_devices")
+    return n is None or math.prod(cand["mesh"]["axis_sizes"]) <= n
+
+
 # ----------------------------------------------------------------------------- the reducer
 class _Reducer:
     def __init__(self, program, interesting, call, max_runs, max_seconds, caps):
@@ -767,19 +785,7 @@ class _Reducer:
 
     # -- one candidate ------------------------------------------------------------------
     def valid(self, cand: dict) -> bool:
-        try:
-            T.check_program(cand)
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError, ArithmeticError):
-            # a malformed candidate (say, a parameter below its schema's minimum: a broadcast
-            # of size 0 that a vmap then maps over) can trip the checker before the schema says why
-            return False
-        try:
-            validate_program(cand)
-            render(cand, self.caps)
-        except ValueError:  # ProgramError included
-            return False
-        n = self.caps.get("n_devices")
-        return n is None or math.prod(cand["mesh"]["axis_sizes"]) <= n
+        return _valid(cand, self.caps)
 
     def check(self, cand: dict, call) -> bool | None:
         """Predicate result for a candidate (cached); None when it is invalid. May raise _OutOfBudget."""
@@ -915,15 +921,15 @@ def _pass_calls(ix: _Index, call, start):
 
 
 # Pass 3 ---------------------------------------------------------------------------------
-def _pass_rewire(ix: _Index, call, start):
+def _pass_rewire(ix: _Index, call, start, ops=None):
     """Drop an equation: its uses read one of its args (unary -> identity; downstream types
     follow from the typing rules) or a visible value of the same type instead. Equations
-    with no outs are just dropped."""
+    with no outs are just dropped. ``ops``: only equations whose op is among these names."""
     slot = 0
     for path, sc in list(ix.scopes.items()):
         for i, e in enumerate(sc.fn["eqns"]):
             slot += 1
-            if slot < start:
+            if slot < start or (ops is not None and e["op"] not in ops):
                 continue
             outs = sc.outs[i]
             if not outs:
@@ -1390,3 +1396,40 @@ def reduce_program(program: dict, interesting, call: int | None = None, *, max_r
         pass
     return Reduction(program=r.best, call=r.call, reduced=reduced, runs=r.runs,
                      seconds=time.monotonic() - r.t0, log=r.log)
+
+
+def without_ops(program: dict, ops, caps: dict | None = None) -> dict | None:
+    """``program`` with every equation whose op is named in ``ops`` dropped, or None.
+
+    Used to look past a known bug (:class:`fuzz.campaign.Campaign`): a program that
+    raised a known signature is run again without the ops that bug needs, so that the
+    rest of it is still judged. Op-agnostic like the reducer: each equation is dropped
+    by the ``rewire`` pass (its uses read one of its args or a visible value of the same
+    type), taking the first candidate that is valid (:func:`fuzz.typecheck.check_program`,
+    the schema, :func:`fuzz.render.render` with ``caps``, default
+    :data:`fuzz.render.NEWEST_CAPS`); dead code is kept (a bug may need it traced).
+    ``program``: a valid program dict (not modified); ``ops``: a collection of op names
+    (``fuzz.ops`` registry names; ``"call"`` is never dropped). Returns None when no
+    equation has such an op or one of them cannot be dropped validly. Raises nothing
+    for a valid ``program``.
+    """
+    caps = caps or NEWEST_CAPS
+    ops = frozenset(ops) - {"call"}
+    if not ops:
+        return None
+    best, changed = program, False
+    while True:
+        ix = _Index(best)
+        if not any(e["op"] in ops for sc in ix.scopes.values() for e in sc.fn["eqns"]):
+            return best if changed else None
+        for _, make in _pass_rewire(ix, None, 0, ops=ops):
+            built = make()
+            if built is None:
+                continue
+            cand = built[0]
+            _repair(cand)
+            if _valid(cand, caps):
+                best, changed = cand, True
+                break
+        else:
+            return None

@@ -4,6 +4,8 @@ Uses a real JAX bug of jax 0.10.2 (an eager io_callback with a result on a commi
 input raises inside JAX: corpus/internal-error-16e66adcd88f.json) hidden in a larger
 program, so that the reduction has something to remove.
 """
+import json
+
 import pytest
 
 from fuzz.campaign import Campaign, program_key
@@ -152,5 +154,59 @@ def test_a_shrink_out_of_time_ends_at_once():
         c.cache[program_key(bloated())] = []
         c._test(bloated())  # known: replayed, nothing raised
         assert ran == []
+    finally:
+        c.close()
+
+
+def wrong_without_callbacks(source: str) -> str:
+    """A source hook: a program without io_callback computes tanh as sin (a wrong value)."""
+    return source if "io_callback(" in source else source.replace("jnp.tanh(", "jnp.sin(")
+
+
+def test_a_known_bug_is_looked_past_and_what_it_hid_is_found():
+    """bloated()'s eager call raises a known bug that needs its io_callback; run again without
+    it, the call's other outputs are judged, and the wrong tanh the hook planted in programs
+    without io_callback is recorded (queued for reduction, not shrunk by Hypothesis)."""
+    c = Campaign(seconds=3600, determinism=False, source_hook=wrong_without_callbacks)
+    c.start = __import__("time").monotonic()
+    try:
+        [f] = [f for f in c.run_program(bloated()) if f.oracle == "internal-error"]
+        assert c.look_past_runs == 0 and not any(r.finding.oracle == "differential" for r in c.records.values())
+        c.records.clear()
+        c.corpus[f.signature] = "internal-error-x.json"
+        c.known.add(f.signature)
+        c.needs[f.signature] = frozenset({"io_callback", "sin"})  # as from the corpus entry's program
+        found = c.run_program(bloated())
+        assert [g.signature for g in found if g.oracle == "internal-error"] == [f.signature]
+        assert not any(g.oracle == "differential" for g in found)  # the variant's findings are its own
+        assert c.look_past_runs == 1 and c.look_past_clear == 1 and c.look_past_seconds > 0
+        recs = [r for r in c.records.values() if r.finding.oracle == "differential"]  # (jit and eager calls)
+        assert recs and all("io_callback" not in json.dumps(r.program) and r.finding.signature in c.pending
+                            for r in recs)
+        assert c.needs[f.signature] == {"io_callback", "sin"}
+        rep = c.report()
+        assert (rep["look_past_runs"], rep["look_past_clear"]) == (1, 1)
+    finally:
+        c.close()
+
+
+def test_ops_a_known_bug_turns_out_not_to_need_leave_its_set():
+    """A variant without ``cos`` still raises the known bug: cos is not what it needs."""
+    c = Campaign(seconds=3600, determinism=False)
+    c.start = __import__("time").monotonic()
+    try:
+        [f] = [f for f in c.run_program(bloated()) if f.oracle == "internal-error"]
+        c.known.add(f.signature)
+        c.corpus[f.signature] = "internal-error-x.json"
+        c.needs[f.signature] = frozenset({"cos", "io_callback", "matmul"})
+        c.look_past = False
+        c.run_program(bloated())
+        assert c.look_past_runs == 0 and c.needs[f.signature] == {"cos", "io_callback"}  # no matmul in it
+        c.look_past = True
+        c.needs[f.signature] = frozenset({"cos"})
+        c.run_program(bloated())
+        assert c.look_past_runs == 1 and c.look_past_clear == 0 and c.needs[f.signature] == frozenset()
+        c.run_program(bloated())
+        assert c.look_past_runs == 1  # nothing left to drop
     finally:
         c.close()

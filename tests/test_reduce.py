@@ -432,3 +432,38 @@ def test_an_input_spec_must_fit_its_shape_and_the_mesh():
     check_program(r.program)
     inp = r.program["inputs"][0]
     assert all(d % 2 == 0 for d, e in zip(inp["shape"], inp["spec"]) if e)  # never 1 under P('x')
+
+
+# ----------------------------------------------------------------------------- without_ops
+@settings(max_examples=30)
+@given(st.data())
+def test_without_ops_drops_every_equation_of_those_ops_and_stays_valid(data):
+    """The look-past variant (fuzz.campaign): what it returns is valid and lacks the ops."""
+    caps = data.draw(st.sampled_from([NEWEST_CAPS, OLD_CAPS]))
+    p = data.draw(programs(caps=caps))
+    present = sorted(set(ops(p)) - {"call"})
+    if not present:
+        assert R.without_ops(p, {"psum"}, caps) is None
+        return
+    drop = set(data.draw(st.lists(st.sampled_from(present), min_size=1, max_size=2)))
+    before = json.dumps(p, sort_keys=True)
+    v = R.without_ops(p, drop, caps)
+    assert json.dumps(p, sort_keys=True) == before  # not modified
+    if v is None:
+        return
+    validate_program(v)
+    render(v, caps)
+    check_program(v)
+    assert not set(ops(v)) & drop and set(ops(v)) - {"call"} <= set(present)
+
+
+def test_without_ops_of_a_known_bug_leaves_the_rest():
+    """The corpus' pvary assertion needs one all_gather: without it the call's shard_map of a
+    vmap stays, and an op the program lacks gives None."""
+    entry = json.loads((Path(__file__).parent.parent / "corpus" / "internal-error-d0aa84fa2c68.json").read_text())
+    p = entry["program"]
+    assert "all_gather" in ops(p)
+    v = R.without_ops(p, {"all_gather"})
+    assert v is not None and "all_gather" not in ops(v)
+    assert [t["kind"] for t in v["functions"]["f0"]["eqns"][0]["transforms"]] == ["vmap", "shard_map"]
+    assert R.without_ops(p, {"ppermute"}) is None and R.without_ops(p, {"call"}) is None
