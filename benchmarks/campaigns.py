@@ -3,6 +3,7 @@
     python benchmarks/campaigns.py issue9 --seeds 1 2 3 --seconds 600   # with / without, one pair per seed
     python benchmarks/campaigns.py jobs --seeds 1 --seconds 600         # --jobs 1, then --jobs 2
     python benchmarks/campaigns.py swarm --seeds 1 2 3 --seconds 600    # default / --swarm, one pair per seed
+    python benchmarks/campaigns.py lookpast --seeds 1 2 3 --seconds 600 # default / --no-look-past, one pair per seed
     python benchmarks/campaigns.py revs --revs 508d5b0 HEAD --seeds 1 2 --seconds 300   # two versions of shardfuzz
 
 Each run is ``shardfuzz run --seed S --time T --database '' --report ...`` (the corpus as
@@ -10,12 +11,14 @@ known findings, determinism on) from a ``git archive`` snapshot of HEAD, so that
 the working tree cannot change a long benchmark.
 
 - ``issue9``: *with* is the default campaign; *without* turns off what issue 9 added to the
-  search: avoidance of known bugs (``--no-avoid-known``) and non-uniform derivatives
+  search: avoidance of known bugs (``--no-avoid-known``), looking past them (``--no-look-past``) and non-uniform derivatives
   (``--disable wsum --disable vjp --disable jvp --disable linearize``: grads then take plain
   sums, so their cotangents are all ones). The two runs of a seed go at the same time, each
   with ``--jobs 1``, so that they share the machine's load.
 - ``swarm``: the default campaign against ``--swarm`` (strategies/swarm.py), at the same
   time, each with ``--jobs 1``, as for ``issue9``.
+- ``lookpast``: the default campaign against ``--no-look-past`` (a program that raised a known
+  finding is not run again without that finding's ops), at the same time, ``--jobs 1`` each.
 - ``jobs``: ``--jobs 1`` and then ``--jobs 2``, one after the other (each wants every core).
 - ``revs``: the default campaign of each git revision of ``--revs`` (each from its own
   ``git archive`` snapshot, its own corpus as the known findings), all at the same time,
@@ -42,10 +45,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 from seeded import extract  # noqa: E402
-WITHOUT_ISSUE9 = ["--no-avoid-known"] + [a for n in ("wsum", "vjp", "jvp", "linearize") for a in ("--disable", n)]
+WITHOUT_ISSUE9 = ["--no-avoid-known", "--no-look-past"] + [a for n in ("wsum", "vjp", "jvp", "linearize") for a in ("--disable", n)]
 # the comparisons whose two variants run at the same time: (variant, extra options of shardfuzz run)
 PAIRS = {"issue9": [("with", []), ("without", WITHOUT_ISSUE9)],
-         "swarm": [("default", []), ("swarm", ["--swarm"])]}
+         "swarm": [("default", []), ("swarm", ["--swarm"])],
+         "lookpast": [("default", []), ("no_look_past", ["--no-look-past"])]}
 
 
 def snapshot(dest: Path, rev: str = "HEAD") -> Path:
@@ -79,6 +83,8 @@ def row(variant: str, seed: int, report: Path) -> dict:
             "programs_per_second": r["programs_per_second"], "distinct_signatures": len(sigs),
             "new_findings": len(r["findings"]), "known_entries_hit": len(r["known"]),
             "known_time_share": round(r["known_seconds"] / r["seconds"], 3) if r["seconds"] else None,
+            "look_past_runs": r.get("look_past_runs"), "look_past_clear": r.get("look_past_clear"),
+            "look_past_time_share": round(r.get("look_past_seconds", 0.0) / r["seconds"], 3) if r["seconds"] else None,
             # JAX (worker) and the unsharded reference per program, seconds: the programs' own cost,
             # apart from shrinking and generation
             "run_seconds_per_program": round((r["worker_seconds"] + r["reference_seconds"]) / r["programs"], 3)
@@ -88,7 +94,7 @@ def row(variant: str, seed: int, report: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("comparison", choices=["issue9", "swarm", "jobs", "revs"])
+    ap.add_argument("comparison", choices=["issue9", "swarm", "lookpast", "jobs", "revs"])
     ap.add_argument("--revs", nargs="+", default=[], help="Git revisions to compare (revs).")
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--seconds", type=float, default=600)
