@@ -22,7 +22,6 @@ from hypothesis.errors import Flaky
 
 from fuzz import features as F
 from fuzz import findings as findings_file
-from fuzz.features import op_names
 from fuzz.reduce import reduce_program, without_ops
 from fuzz.render import render
 from fuzz.runner import Runner, default_timeout
@@ -211,7 +210,7 @@ class Campaign:
             if not shrinking and f.signature in self.known:
                 self._avoid(f.signature, program)
                 if f.signature in self.needs:
-                    ops = op_names(program) if ops is None else ops
+                    ops = F.op_names(program) if ops is None else ops
                     self.needs[f.signature] &= ops  # an op this program lacks is not what the bug needs
             if f.signature in self.corpus:
                 self.known_hits[f.signature] += 1
@@ -486,7 +485,7 @@ class Campaign:
         new = final.signature
         self.known.add(new)
         self._avoid(new, r.program)
-        ops = op_names(r.program)
+        ops = F.op_names(r.program)
         self.needs[new] = self.needs.get(new, ops) & ops
         key = program_key(r.program)
         twin = next((s for s, o in self.records.items() if o is not rec and (s == new or program_key(o.program) == key)),
