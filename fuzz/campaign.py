@@ -244,13 +244,14 @@ class Campaign:
         if variant is None:
             return
         t0 = time.monotonic()
+        known = set(self.known)  # (the variant's new findings become known as they are queued)
         self.looking_past = True
         try:
             again = self.run_program(variant)
         finally:
             self.looking_past = False
         self.look_past_runs += 1
-        self.look_past_clear += not any(f.signature in self.known and f.signature in self.needs for f in again)
+        self.look_past_clear += not any(f.signature in known for f in again)
         self.look_past_seconds += time.monotonic() - t0
 
     def _avoid(self, signature: str, program: dict) -> None:
