@@ -22,6 +22,7 @@ from hypothesis.errors import Flaky
 
 from fuzz import features as F
 from fuzz import findings as findings_file
+from fuzz import ops as O
 from fuzz.reduce import reduce_program, without_ops
 from fuzz.render import render
 from fuzz.runner import Runner, default_timeout
@@ -33,6 +34,8 @@ ROUND = 100  # Hypothesis examples per round (a round ends early when a finding 
 SHRINK_BUDGET = 10.0  # seconds of Hypothesis shrinking per distinct finding (the reducer's first pass)
 REDUCE_RUNS = 150  # JAX runs of the reducer per distinct finding
 REDUCE_SECONDS = 60.0  # seconds of the reducer per distinct finding
+# one-op variants per program that raised a known bug whose op set is used up (see Campaign._look_past)
+LOOK_PAST_TRIES = 2
 SHRINK_SHARE = 0.35  # at most this share of the campaign's time goes to shrinking and reducing
 # Hypothesis' phases but "explain": once a test case fails, Hypothesis traces every later
 # execution (sys.settrace on Python < 3.12: hypothesis.internal.scrutineer.Tracer, enabled by
@@ -180,6 +183,12 @@ class Campaign:
         # not what the bug needs, and they leave its set.
         self.look_past = look_past
         self.needs: dict = {sig: frozenset(ops) for sig, ops in (known_ops or {}).items()}
+        # Once a bug's set is used up (programs raise it through different ops of one family:
+        # the pvary assertion of d0aa84fa2c68 through any collective over a vmap axis), one op
+        # at a time of the families its reduced program's ops belong to (``seed_needs``) is
+        # dropped instead, the ops whose removal cleared it before first (``cleared``).
+        self.seed_needs: dict = dict(self.needs)
+        self.cleared: dict = {}  # {known signature: Counter of ops whose removal alone cleared it}
         self.looking_past = False
         self.look_past_runs = 0  # variants run
         self.look_past_clear = 0  # variants that raised no known signature
@@ -233,16 +242,41 @@ class Campaign:
     def _look_past(self, program: dict, found: list) -> None:
         """Run ``program`` again without the ops of the known bugs it raised (see ``needs``).
 
-        The variant's findings are judged as any program's; a new one is queued for
-        reduction (it is not the drawn example's, so Hypothesis cannot shrink it).
+        When their sets hold none of its ops, up to :data:`LOOK_PAST_TRIES` variants each
+        drop one op of the families of the ops those bugs' reduced programs use
+        (``seed_needs``), ops that cleared them before first, then in registry order; the
+        first variant clear of every known bug ends the tries. The variants' findings are
+        judged as any program's; a new one is queued for reduction (it is not the drawn
+        example's, so Hypothesis cannot shrink it).
         """
-        drop = set()
-        for f in found:
-            if f.signature in self.known:
-                drop |= self.needs.get(f.signature, frozenset())
-        variant = without_ops(program, drop, self.caps) if drop else None
-        if variant is None:
+        raised = [f.signature for f in found if f.signature in self.known]
+        if not raised:
             return
+        drop = frozenset().union(*(self.needs.get(s, frozenset()) for s in raised))
+        variant = without_ops(program, drop, self.caps) if drop else None
+        if variant is not None:
+            self._run_variant(variant)
+            return
+        families = {O.REGISTRY[op].family for s in raised for op in self.seed_needs.get(s, ()) if op in O.REGISTRY}
+        order = {op: k for k, op in enumerate(O.REGISTRY)}
+        ops = sorted((op for op in F.op_names(program) if op in order and O.REGISTRY[op].family in families),
+                     key=lambda op: (-sum(self.cleared.get(s, Counter())[op] for s in raised), order[op]))
+        tries = 0
+        for op in ops:
+            if tries == LOOK_PAST_TRIES:
+                break
+            variant = without_ops(program, {op}, self.caps)
+            if variant is None:
+                continue
+            tries += 1
+            again, clear = self._run_variant(variant)
+            for s in set(raised) - {f.signature for f in again}:
+                self.cleared.setdefault(s, Counter())[op] += 1
+            if clear:
+                break
+
+    def _run_variant(self, variant: dict) -> tuple:
+        """Run a look-past variant: (its findings, whether it raised no known signature)."""
         t0 = time.monotonic()
         known = set(self.known)  # (the variant's new findings become known as they are queued)
         self.looking_past = True
@@ -250,9 +284,11 @@ class Campaign:
             again = self.run_program(variant)
         finally:
             self.looking_past = False
+        clear = not any(f.signature in known for f in again)
         self.look_past_runs += 1
-        self.look_past_clear += not any(f.signature in known for f in again)
+        self.look_past_clear += clear
         self.look_past_seconds += time.monotonic() - t0
+        return again, clear
 
     def _avoid(self, signature: str, program: dict) -> None:
         """Remember the names of the smallest program known to show ``signature`` (for avoidance)."""
@@ -488,6 +524,7 @@ class Campaign:
         self._avoid(new, r.program)
         ops = F.op_names(r.program)
         self.needs[new] = self.needs.get(new, ops) & ops
+        self.seed_needs.setdefault(new, ops)
         key = program_key(r.program)
         twin = next((s for s, o in self.records.items() if o is not rec and (s == new or program_key(o.program) == key)),
                     None)

@@ -434,8 +434,8 @@ def _summary(report: dict, console) -> None:
                       f"{report['known_seconds']:.0f} s of programs: "
                       + ", ".join(k["entry"] for k in report["known"]), markup=False, highlight=False, soft_wrap=True)
     if report.get("look_past_runs"):
-        console.print(f"looked past known findings: {report['look_past_runs']} program(s) run again without the ops "
-                      f"those need ({report['look_past_seconds']:.0f} s), {report['look_past_clear']} of them "
+        console.print(f"looked past known findings: {report['look_past_runs']} variant(s) of programs that raised them, "
+                      f"run without the ops they need ({report['look_past_seconds']:.0f} s), {report['look_past_clear']} of them "
                       f"then raised no known finding", markup=False, highlight=False, soft_wrap=True)
     if not report["findings"]:
         console.print("[green]no new findings[/green]")

@@ -210,3 +210,34 @@ def test_ops_a_known_bug_turns_out_not_to_need_leave_its_set():
         assert c.look_past_runs == 1  # nothing left to drop
     finally:
         c.close()
+
+
+def test_a_used_up_op_set_falls_back_to_one_op_of_its_families_at_a_time():
+    """The known bug's op set is used up (no op of it in the program): variants drop one op at
+    a time of the families of its reduced program's ops, at most LOOK_PAST_TRIES of them, ops
+    that cleared it before first; the first clear variant ends the tries."""
+    from fuzz.campaign import LOOK_PAST_TRIES
+
+    c = Campaign(seconds=3600, determinism=False, source_hook=wrong_without_callbacks)
+    c.start = __import__("time").monotonic()
+    try:
+        [f] = [f for f in c.run_program(bloated()) if f.oracle == "internal-error"]
+        c.records.clear()
+        c.known.add(f.signature)
+        c.corpus[f.signature] = "internal-error-x.json"
+        c.needs[f.signature] = frozenset()
+        c.seed_needs[f.signature] = frozenset({"sub"})  # binary: bloated() has add and mul, neither needed
+        c.run_program(bloated())
+        assert LOOK_PAST_TRIES == 2 and c.look_past_runs == 2 and c.look_past_clear == 0
+        assert f.signature not in c.cleared
+        c.seed_needs[f.signature] = frozenset({"sub", "io_callback"})  # io_callback comes last in the registry
+        c.run_program(bloated())
+        assert c.look_past_runs == 4 and c.look_past_clear == 0  # add and mul again: the tries ran out
+        c.cleared[f.signature] = __import__("collections").Counter({"io_callback": 1})
+        found = c.run_program(bloated())
+        assert c.look_past_runs == 5 and c.look_past_clear == 1  # io_callback first, and clear: no more tries
+        assert c.cleared[f.signature]["io_callback"] == 2 and not any(g.oracle == "differential" for g in found)
+        assert any(r.finding.oracle == "differential" and "io_callback" not in json.dumps(r.program)
+                   for r in c.records.values())  # the variant's wrong tanh, recorded
+    finally:
+        c.close()
