@@ -241,3 +241,26 @@ def test_a_used_up_op_set_falls_back_to_one_op_of_its_families_at_a_time():
                    for r in c.records.values())  # the variant's wrong tanh, recorded
     finally:
         c.close()
+
+
+def test_a_variant_that_raises_any_finding_known_before_it_ran_is_not_clear():
+    """look_past_clear counts variants that raised no finding known before they ran: the
+    variant's own new finding does not spoil it, a known one without an op set does."""
+    c = Campaign(seconds=3600, determinism=False, source_hook=wrong_without_callbacks)
+    c.start = __import__("time").monotonic()
+    try:
+        [f] = [f for f in c.run_program(bloated()) if f.oracle == "internal-error"]
+        c.records.clear()
+        c.known.add(f.signature)
+        c.corpus[f.signature] = "internal-error-x.json"
+        c.needs[f.signature] = frozenset({"io_callback"})
+        c.run_program(bloated())
+        assert (c.look_past_runs, c.look_past_clear) == (1, 1)  # its new differential finding: still clear
+        new = sorted(s for s, r in c.records.items() if r.finding.oracle == "differential")
+        assert new and all(s in c.known for s in new)
+        for s in new:  # now in the corpus, with no op set
+            c.corpus[s] = "differential-x.json"
+        c.run_program(bloated())
+        assert (c.look_past_runs, c.look_past_clear) == (2, 1)
+    finally:
+        c.close()
