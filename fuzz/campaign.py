@@ -258,6 +258,8 @@ class Campaign:
             self._run_variant(variant)
             return
         families = {O.REGISTRY[op].family for s in raised for op in self.seed_needs.get(s, ()) if op in O.REGISTRY}
+        if not families:  # (a finding whose reduced program has no op: shard_map spec errors)
+            return
         order = {op: k for k, op in enumerate(O.REGISTRY)}
         ops = sorted((op for op in F.op_names(program) if op in order and O.REGISTRY[op].family in families),
                      key=lambda op: (-sum(self.cleared.get(s, Counter())[op] for s in raised), order[op]))
