@@ -4,7 +4,10 @@ Uses a real JAX bug of jax 0.10.2 (an eager io_callback with a result on a commi
 input raises inside JAX: corpus/internal-error-16e66adcd88f.json) hidden in a larger
 program, so that the reduction has something to remove.
 """
+import collections
+import contextlib
 import json
+import time
 
 import pytest
 
@@ -163,19 +166,29 @@ def wrong_without_callbacks(source: str) -> str:
     return source if "io_callback(" in source else source.replace("jnp.tanh(", "jnp.sin(")
 
 
-def test_a_known_bug_is_looked_past_and_what_it_hid_is_found():
-    """bloated()'s eager call raises a known bug that needs its io_callback; run again without
-    it, the call's other outputs are judged, and the wrong tanh the hook planted in programs
-    without io_callback is recorded (queued for reduction, not shrunk by Hypothesis)."""
+@contextlib.contextmanager
+def known_bloated_bug(needs: frozenset):
+    """A campaign with the ``wrong_without_callbacks`` hook where the bug bloated()'s eager call
+    raises is known (as from the corpus) with the op set ``needs``: yields (campaign, finding)."""
     c = Campaign(seconds=3600, determinism=False, source_hook=wrong_without_callbacks)
-    c.start = __import__("time").monotonic()
+    c.start = time.monotonic()
     try:
         [f] = [f for f in c.run_program(bloated()) if f.oracle == "internal-error"]
         assert c.look_past_runs == 0 and not any(r.finding.oracle == "differential" for r in c.records.values())
         c.records.clear()
         c.corpus[f.signature] = "internal-error-x.json"
         c.known.add(f.signature)
-        c.needs[f.signature] = frozenset({"io_callback", "sin"})  # as from the corpus entry's program
+        c.needs[f.signature] = frozenset(needs)
+        yield c, f
+    finally:
+        c.close()
+
+
+def test_a_known_bug_is_looked_past_and_what_it_hid_is_found():
+    """bloated()'s eager call raises a known bug that needs its io_callback; run again without
+    it, the call's other outputs are judged, and the wrong tanh the hook planted in programs
+    without io_callback is recorded (queued for reduction, not shrunk by Hypothesis)."""
+    with known_bloated_bug({"io_callback", "sin"}) as (c, f):  # (as from the corpus entry's program)
         found = c.run_program(bloated())
         assert [g.signature for g in found if g.oracle == "internal-error"] == [f.signature]
         assert not any(g.oracle == "differential" for g in found)  # the variant's findings are its own
@@ -186,8 +199,6 @@ def test_a_known_bug_is_looked_past_and_what_it_hid_is_found():
         assert c.needs[f.signature] == {"io_callback", "sin"}
         rep = c.report()
         assert (rep["look_past_runs"], rep["look_past_clear"]) == (1, 1)
-    finally:
-        c.close()
 
 
 def test_ops_a_known_bug_turns_out_not_to_need_leave_its_set():
@@ -218,14 +229,7 @@ def test_a_used_up_op_set_falls_back_to_one_op_of_its_families_at_a_time():
     that cleared it before first; the first clear variant ends the tries."""
     from fuzz.campaign import LOOK_PAST_TRIES
 
-    c = Campaign(seconds=3600, determinism=False, source_hook=wrong_without_callbacks)
-    c.start = __import__("time").monotonic()
-    try:
-        [f] = [f for f in c.run_program(bloated()) if f.oracle == "internal-error"]
-        c.records.clear()
-        c.known.add(f.signature)
-        c.corpus[f.signature] = "internal-error-x.json"
-        c.needs[f.signature] = frozenset()
+    with known_bloated_bug(frozenset()) as (c, f):
         c.seed_needs[f.signature] = frozenset({"sub"})  # binary: bloated() has add and mul, neither needed
         c.run_program(bloated())
         assert LOOK_PAST_TRIES == 2 and c.look_past_runs == 2 and c.look_past_clear == 0
@@ -233,27 +237,18 @@ def test_a_used_up_op_set_falls_back_to_one_op_of_its_families_at_a_time():
         c.seed_needs[f.signature] = frozenset({"sub", "io_callback"})  # io_callback comes last in the registry
         c.run_program(bloated())
         assert c.look_past_runs == 4 and c.look_past_clear == 0  # add and mul again: the tries ran out
-        c.cleared[f.signature] = __import__("collections").Counter({"io_callback": 1})
+        c.cleared[f.signature] = collections.Counter({"io_callback": 1})
         found = c.run_program(bloated())
         assert c.look_past_runs == 5 and c.look_past_clear == 1  # io_callback first, and clear: no more tries
         assert c.cleared[f.signature]["io_callback"] == 2 and not any(g.oracle == "differential" for g in found)
         assert any(r.finding.oracle == "differential" and "io_callback" not in json.dumps(r.program)
                    for r in c.records.values())  # the variant's wrong tanh, recorded
-    finally:
-        c.close()
 
 
 def test_a_variant_that_raises_any_finding_known_before_it_ran_is_not_clear():
     """look_past_clear counts variants that raised no finding known before they ran: the
     variant's own new finding does not spoil it, a known one without an op set does."""
-    c = Campaign(seconds=3600, determinism=False, source_hook=wrong_without_callbacks)
-    c.start = __import__("time").monotonic()
-    try:
-        [f] = [f for f in c.run_program(bloated()) if f.oracle == "internal-error"]
-        c.records.clear()
-        c.known.add(f.signature)
-        c.corpus[f.signature] = "internal-error-x.json"
-        c.needs[f.signature] = frozenset({"io_callback"})
+    with known_bloated_bug({"io_callback"}) as (c, f):
         c.run_program(bloated())
         assert (c.look_past_runs, c.look_past_clear) == (1, 1)  # its new differential finding: still clear
         new = sorted(s for s, r in c.records.items() if r.finding.oracle == "differential")
@@ -262,5 +257,3 @@ def test_a_variant_that_raises_any_finding_known_before_it_ran_is_not_clear():
             c.corpus[s] = "differential-x.json"
         c.run_program(bloated())
         assert (c.look_past_runs, c.look_past_clear) == (2, 1)
-    finally:
-        c.close()
