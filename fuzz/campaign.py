@@ -23,7 +23,7 @@ from hypothesis.errors import Flaky
 from fuzz import features as F
 from fuzz import findings as findings_file
 from fuzz import ops as O
-from fuzz.reduce import reduce_program, without_ops
+from fuzz.reduce import reduce_program, without_ops, without_vma_checks
 from fuzz.render import render
 from fuzz.runner import Runner, default_timeout
 from fuzz.typecheck import ProgramError
@@ -36,6 +36,8 @@ REDUCE_RUNS = 150  # JAX runs of the reducer per distinct finding
 REDUCE_SECONDS = 60.0  # seconds of the reducer per distinct finding
 # one-op variants per program that raised a known bug whose op set is used up (see Campaign._look_past)
 LOOK_PAST_TRIES = 2
+# the look-past move that keeps every op and turns shard_map's vma checks off (fuzz.reduce.without_vma_checks)
+VMA_CHECKS_OFF = "check_vma=False"
 SHRINK_SHARE = 0.35  # at most this share of the campaign's time goes to shrinking and reducing
 # Hypothesis' phases but "explain": once a test case fails, Hypothesis traces every later
 # execution (sys.settrace on Python < 3.12: hypothesis.internal.scrutineer.Tracer, enabled by
@@ -243,9 +245,11 @@ class Campaign:
         """Run ``program`` again without the ops of the known bugs it raised (see ``needs``).
 
         When their sets hold none of its ops, up to :data:`LOOK_PAST_TRIES` variants each
-        drop one op of the families of the ops those bugs' reduced programs use
-        (``seed_needs``), ops that cleared them before first, then in registry order; the
-        first variant clear of every known bug ends the tries. The variants' findings are
+        make one move: drop one op of the families of the ops those bugs' reduced programs
+        use (``seed_needs``), or keep every op and turn off every shard_map's vma checks
+        (:data:`VMA_CHECKS_OFF`, :func:`fuzz.reduce.without_vma_checks`); moves that cleared
+        them before first, then the vma checks, then ops in registry order; the first
+        variant clear of every known bug ends the tries. The variants' findings are
         judged as any program's; a new one is queued for reduction (it is not the drawn
         example's, so Hypothesis cannot shrink it).
         """
@@ -258,22 +262,23 @@ class Campaign:
             self._run_variant(variant)
             return
         families = {O.REGISTRY[op].family for s in raised for op in self.seed_needs.get(s, ()) if op in O.REGISTRY}
-        if not families:  # (a finding whose reduced program has no op: shard_map spec errors)
-            return
-        order = {op: k for k, op in enumerate(O.REGISTRY)}
-        ops = sorted((op for op in F.op_names(program) if op in order and O.REGISTRY[op].family in families),
-                     key=lambda op: (-sum(self.cleared.get(s, Counter())[op] for s in raised), order[op]))
+        order = {VMA_CHECKS_OFF: -1, **{op: k for k, op in enumerate(O.REGISTRY)}}
+        moves = [op for op in F.op_names(program) if op in O.REGISTRY and O.REGISTRY[op].family in families] \
+            if families else []  # (none for a finding whose reduced program has no op: shard_map spec errors)
+        moves.append(VMA_CHECKS_OFF)  # (no variant when no shard_map checks vma: not a try)
+        moves.sort(key=lambda m: (-sum(self.cleared.get(s, Counter())[m] for s in raised), order[m]))
         tries = 0
-        for op in ops:
+        for move in moves:
             if tries == LOOK_PAST_TRIES:
                 break
-            variant = without_ops(program, {op}, self.caps)
+            variant = (without_vma_checks(program, self.caps) if move == VMA_CHECKS_OFF
+                       else without_ops(program, {move}, self.caps))
             if variant is None:
                 continue
             tries += 1
             again, clear = self._run_variant(variant)
             for s in set(raised) - {f.signature for f in again}:
-                self.cleared.setdefault(s, Counter())[op] += 1
+                self.cleared.setdefault(s, Counter())[move] += 1
             if clear:
                 break
 

@@ -1433,3 +1433,26 @@ def without_ops(program: dict, ops, caps: dict | None = None) -> dict | None:
                 break
         else:
             return None
+
+
+def without_vma_checks(program: dict, caps: dict | None = None) -> dict | None:
+    """``program`` with every shard_map's ``check_vma`` set to False, or None.
+
+    A look-past variant (:class:`fuzz.campaign.Campaign`) that keeps every op: many JAX
+    bugs are raised by shard_map's varying-manual-axes checks (``core.pvary`` assertions,
+    "requires varying manual axes to match", ``get_mat``), and ``check_vma=False`` turns
+    those checks off (``jax.shard_map`` docstring, jax/_src/shard_map.py), so the program's
+    collectives and transforms are still run and judged. All shard_maps at once: a nested
+    shard_map keeps the enclosing one's ``check_vma`` (``fuzz.typecheck.enter``).
+    ``program``: a valid program dict (not modified). Returns None when no shard_map has
+    ``check_vma`` True or the variant is not valid under the typing rules (e.g. a rank-0
+    gradient that would then vary over a manual axis directly under a shard_map); raises
+    nothing for a valid ``program``.
+    """
+    caps = caps or NEWEST_CAPS
+    cand, changed = _copy(program), False
+    for path in _chains(cand):
+        for t in _get(cand, path):
+            if t.get("kind") == "shard_map" and t.get("check_vma") is True:
+                t["check_vma"], changed = False, True
+    return cand if changed and _valid(cand, caps) else None

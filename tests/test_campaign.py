@@ -13,7 +13,7 @@ import pytest
 
 from fuzz.campaign import Campaign, program_key
 from fuzz.maintain import program_lines
-from helpers import JIT, call, eqn, fn, program
+from helpers import JIT, call, eqn, fn, program, shard_map
 
 
 def bloated():
@@ -243,6 +243,46 @@ def test_a_used_up_op_set_falls_back_to_one_op_of_its_families_at_a_time():
         assert c.cleared[f.signature]["io_callback"] == 2 and not any(g.oracle == "differential" for g in found)
         assert any(r.finding.oracle == "differential" and "io_callback" not in json.dumps(r.program)
                    for r in c.records.values())  # the variant's wrong tanh, recorded
+
+
+def vma_bug(source: str) -> str:
+    """A source hook: a program with a shard_map that checks vma raises at its tanh; one
+    without computes tanh as sin (a wrong value that only the check_vma=False variant shows)."""
+    if "check_vma=False" in source:
+        return source.replace("jnp.tanh(", "jnp.sin(")
+    return source.replace("jnp.tanh(", "jnp.tanh(None + ")
+
+
+def test_a_known_bug_of_a_vma_checking_shard_map_is_looked_past_with_the_checks_off():
+    """The known bug has no op set (as for shard_map spec errors): the program is run again
+    with every shard_map's check_vma False (all its ops kept), first, and what that hid is
+    recorded; a program with no shard_map gets no such variant."""
+    from fuzz.campaign import VMA_CHECKS_OFF
+
+    inner = fn(["a"], [eqn("tanh", ["a"], ["t"]), eqn("mul", ["t", "a"], ["m"])], ["m"])
+    body = fn(["b"], [eqn("call", ["b"], ["w"], transforms=[shard_map([[["x"]]], [[["x"]]])], fn=inner)], ["w"])
+    p = program(mesh=(("x", 2),), inputs=[("x0", (4,), 0)], functions={"f0": body},
+                calls=[call("f0", [JIT], ["x0"])])
+    c = Campaign(seconds=3600, determinism=False, source_hook=vma_bug)
+    c.start = time.monotonic()
+    try:
+        [f] = [f for f in c.run_program(p) if f.oracle == "internal-error"]
+        assert c.look_past_runs == 0 and not any(r.finding.oracle == "differential" for r in c.records.values())
+        c.records.clear()
+        c.corpus[f.signature] = "internal-error-x.json"
+        c.known.add(f.signature)
+        c.needs[f.signature] = frozenset()
+        c.seed_needs[f.signature] = frozenset({"mul"})  # one op of its family: the checks go first all the same
+        c.run_program(p)
+        assert (c.look_past_runs, c.look_past_clear) == (1, 1)
+        assert c.cleared[f.signature] == collections.Counter({VMA_CHECKS_OFF: 1})
+        [rec] = [r for r in c.records.values() if r.finding.oracle == "differential"]
+        assert '"check_vma": false' in json.dumps(rec.program) and '"tanh"' in json.dumps(rec.program)
+    finally:
+        c.close()
+    with known_bloated_bug(frozenset()) as (c, f):  # no shard_map, no op family: nothing to run
+        c.run_program(bloated())
+        assert c.look_past_runs == 0
 
 
 def test_a_variant_that_raises_any_finding_known_before_it_ran_is_not_clear():

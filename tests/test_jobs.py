@@ -174,8 +174,8 @@ def test_a_finding_another_job_recorded_is_counted_not_recorded_again(tmp_path, 
     c = fuzz.campaign.Campaign(findings_path=path, run_id="r1", job=0, avoid_known=False)
     c.start = time.monotonic()
     c.runner.found = [theirs, other_run]
-    c.run_program({"calls": []})
-    c.run_program({"calls": [1]})
+    c.run_program({"functions": {}, "calls": []})  # (two programs that differ; no shard_map to look past)
+    c.run_program({"functions": {}, "calls": [], "inputs": []})
     assert list(c.records) == [other_run.signature]  # (another run's finding is new to this one)
     assert c.records[other_run.signature].count == 2
     assert c.peer_hits == {theirs.signature: 2} and theirs.signature in c.known
@@ -184,7 +184,7 @@ def test_a_finding_another_job_recorded_is_counted_not_recorded_again(tmp_path, 
     single = fuzz.campaign.Campaign(findings_path=path)  # one job: no run id, nothing is a peer's
     single.start = time.monotonic()
     single.runner.found = [theirs]
-    single.run_program({"calls": []})
+    single.run_program({"functions": {}, "calls": []})
     assert list(single.records) == [theirs.signature] and not single.peer_hits
     assert "run" not in findings.read_lines(path)[-1]
 
