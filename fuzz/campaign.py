@@ -194,6 +194,8 @@ class Campaign:
         self.looking_past = False
         self.look_past_runs = 0  # variants run
         self.look_past_clear = 0  # variants that raised no known signature
+        self.look_past_vma_runs = 0  # of those run, the VMA_CHECKS_OFF variants
+        self.look_past_vma_clear = 0  # and of those clear
         self.look_past_seconds = 0.0
         self.run_id = run_id
         self.job = job
@@ -277,6 +279,9 @@ class Campaign:
                 continue
             tries += 1
             again, clear = self._run_variant(variant)
+            if move == VMA_CHECKS_OFF:
+                self.look_past_vma_runs += 1
+                self.look_past_vma_clear += clear
             for s in set(raised) - {f.signature for f in again}:
                 self.cleared.setdefault(s, Counter())[move] += 1
             if clear:
@@ -630,5 +635,6 @@ class Campaign:
             "reduced": sum(r.reduced for r in self.records.values()),
             "look_past": self.look_past, "look_past_runs": self.look_past_runs,
             "look_past_clear": self.look_past_clear, "look_past_seconds": round(self.look_past_seconds, 1),
+            "look_past_vma_runs": self.look_past_vma_runs, "look_past_vma_clear": self.look_past_vma_clear,
         }
 

@@ -435,8 +435,10 @@ def _summary(report: dict, console) -> None:
                       + ", ".join(k["entry"] for k in report["known"]), markup=False, highlight=False, soft_wrap=True)
     if report.get("look_past_runs"):
         console.print(f"looked past known findings: {report['look_past_runs']} variant(s) of programs that raised them, "
-                      f"run without the ops they need ({report['look_past_seconds']:.0f} s), {report['look_past_clear']} of them "
-                      f"then raised no known finding", markup=False, highlight=False, soft_wrap=True)
+                      f"run without the ops they need or with shard_map's vma checks off "
+                      f"({report.get('look_past_vma_runs', 0)} of them; {report['look_past_seconds']:.0f} s), "
+                      f"{report['look_past_clear']} of them then raised no known finding",
+                      markup=False, highlight=False, soft_wrap=True)
     if not report["findings"]:
         console.print("[green]no new findings[/green]")
         return

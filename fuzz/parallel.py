@@ -525,6 +525,7 @@ def merge_reports(results: list, seconds: float, corpus_signatures: dict | None 
         "reduced": sum(bool(f.get("reduced")) for f in findings),
         "look_past": first.get("look_past"), "look_past_runs": total("look_past_runs"),
         "look_past_clear": total("look_past_clear"), "look_past_seconds": total("look_past_seconds", 1),
+        "look_past_vma_runs": total("look_past_vma_runs"), "look_past_vma_clear": total("look_past_vma_clear"),
         "jobs": len(results),
         "job_stats": [{"job": r["job"], "seed": r["seed"], "programs": r["report"].get("programs", 0),
                        "generated": r["report"].get("generated", 0), "seconds": r["report"].get("seconds"),

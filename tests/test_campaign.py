@@ -276,6 +276,7 @@ def test_a_known_bug_of_a_vma_checking_shard_map_is_looked_past_with_the_checks_
         c.run_program(p)
         assert (c.look_past_runs, c.look_past_clear) == (1, 1)
         assert c.cleared[f.signature] == collections.Counter({VMA_CHECKS_OFF: 1})
+        assert (c.report()["look_past_vma_runs"], c.report()["look_past_vma_clear"]) == (1, 1)
         [rec] = [r for r in c.records.values() if r.finding.oracle == "differential"]
         assert '"check_vma": false' in json.dumps(rec.program) and '"tanh"' in json.dumps(rec.program)
     finally:
