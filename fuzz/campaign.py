@@ -34,7 +34,7 @@ ROUND = 100  # Hypothesis examples per round (a round ends early when a finding 
 SHRINK_BUDGET = 10.0  # seconds of Hypothesis shrinking per distinct finding (the reducer's first pass)
 REDUCE_RUNS = 150  # JAX runs of the reducer per distinct finding
 REDUCE_SECONDS = 60.0  # seconds of the reducer per distinct finding
-# one-op variants per program that raised a known bug whose op set is used up (see Campaign._look_past)
+# variants per program that raised a known bug whose op set is used up (see Campaign._look_past)
 LOOK_PAST_TRIES = 2
 # the look-past move that keeps every op and turns shard_map's vma checks off (fuzz.reduce.without_vma_checks)
 VMA_CHECKS_OFF = "check_vma=False"
@@ -265,8 +265,8 @@ class Campaign:
             return
         families = {O.REGISTRY[op].family for s in raised for op in self.seed_needs.get(s, ()) if op in O.REGISTRY}
         order = {VMA_CHECKS_OFF: -1, **{op: k for k, op in enumerate(O.REGISTRY)}}
-        moves = [op for op in F.op_names(program) if op in O.REGISTRY and O.REGISTRY[op].family in families] \
-            if families else []  # (none for a finding whose reduced program has no op: shard_map spec errors)
+        # (no op move for a finding whose reduced program has no op: shard_map spec errors)
+        moves = [op for op in F.op_names(program) if op in O.REGISTRY and O.REGISTRY[op].family in families]
         moves.append(VMA_CHECKS_OFF)  # (no variant when no shard_map checks vma: not a try)
         moves.sort(key=lambda m: (-sum(self.cleared.get(s, Counter())[m] for s in raised), order[m]))
         tries = 0
