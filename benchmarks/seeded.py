@@ -594,7 +594,7 @@ def attribute(findings: list, wrapper: str, seconds: float | None = None) -> lis
                 runners = {}
                 why = f"replay workers did not start: {e}"
         for f in findings:
-            row = {k: f.get(k) for k in ("signature", "oracle", "kind", "call", "first_seconds")}
+            row = {k: f.get(k) for k in ("signature", "oracle", "kind", "call", "first_seconds", "look_past")}
             row["message"] = (f.get("message") or "")[:200]
             row["caused"], row["replay"] = None, "not replayed (oracle, history, or seen after the campaign's time)"
             if f in todo and runners:

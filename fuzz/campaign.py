@@ -110,6 +110,7 @@ class Record:
     reduced: bool = False  # True: the reducer reached a fixed point within its budget
     reduction_runs: int = 0  # JAX runs the reducer used
     reduction_seconds: float = 0.0
+    look_past: bool = False  # first seen in a look-past variant (Campaign._look_past), not a drawn program
 
 
 class Campaign:
@@ -342,7 +343,7 @@ class Campaign:
 
         One seen while another finding is shrunk or reduced is queued for reduction (:meth:`defer`).
         """
-        rec = Record(finding, program, source, 1, time.monotonic() - self.start)
+        rec = Record(finding, program, source, 1, time.monotonic() - self.start, look_past=self.looking_past)
         self.records[finding.signature] = rec
         if self.target is not None or self.reducing or self.looking_past:
             self.defer([finding.signature])
@@ -592,7 +593,7 @@ class Campaign:
                 "history": rec.finding.history, "history_programs": rec.finding.history_programs,
                 "first_seconds": round(rec.first_seconds, 1), "shrunk": rec.shrunk,
                 "reduced": rec.reduced, "reduction_runs": rec.reduction_runs,
-                "reduction_seconds": round(rec.reduction_seconds, 1),
+                "reduction_seconds": round(rec.reduction_seconds, 1), "look_past": rec.look_past,
                 "program": rec.program, "source": rec.source}
 
     def database_use(self) -> str:

@@ -268,6 +268,7 @@ def test_a_known_bug_of_a_vma_checking_shard_map_is_looked_past_with_the_checks_
     try:
         [f] = [f for f in c.run_program(p) if f.oracle == "internal-error"]
         assert c.look_past_runs == 0 and not any(r.finding.oracle == "differential" for r in c.records.values())
+        assert not c.records[f.signature].look_past  # (a drawn program's)
         c.records.clear()
         c.corpus[f.signature] = "internal-error-x.json"
         c.known.add(f.signature)
@@ -279,6 +280,7 @@ def test_a_known_bug_of_a_vma_checking_shard_map_is_looked_past_with_the_checks_
         assert (c.report()["look_past_vma_runs"], c.report()["look_past_vma_clear"]) == (1, 1)
         [rec] = [r for r in c.records.values() if r.finding.oracle == "differential"]
         assert '"check_vma": false' in json.dumps(rec.program) and '"tanh"' in json.dumps(rec.program)
+        assert rec.look_past and c.report()["findings"][0]["look_past"] is True
     finally:
         c.close()
     with known_bloated_bug(frozenset()) as (c, f):  # no shard_map, no op family: nothing to run
