@@ -37,6 +37,8 @@ from fuzz.util import INTERRUPTS
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 STARTUP_TIMEOUT = 120.0  # seconds: importing JAX on a loaded 2-core machine
+STACK_SIGNAL = signal.SIGUSR1  # fuzz/worker.py dumps its threads' stacks on it (worker.STACK_SIGNAL)
+STACK_WAIT = 3.0  # seconds a hung worker gets to write its stacks before it is killed
 PARENT_ENV = "SHARDFUZZ_PARENT_PID"  # read by fuzz/worker.py (guard_parent)
 GUARD_ENV = "SHARDFUZZ_PARENT_GUARD"  # "both" (default), "signal" or "watchdog": tests check each alone
 
@@ -182,8 +184,9 @@ class Worker:
         wall = time.perf_counter() - self._start_time
         if reply == "timeout":
             tail = self.stderr_tail(self._mark)
+            stacks = self.dump_stacks()
             self.restart()
-            return {"status": "hang", "wall": wall, "timeout": timeout, "stderr": tail}
+            return {"status": "hang", "wall": wall, "timeout": timeout, "stderr": tail, "stacks": stacks}
         if reply is None:
             try:
                 rc = self.proc.wait(timeout=10)
@@ -198,6 +201,33 @@ class Worker:
         reply["status"] = "ok"
         reply["wall"] = wall
         return reply
+
+    def dump_stacks(self, wait: float = STACK_WAIT) -> str:
+        """Every thread's Python stack, innermost frame first, of a worker that does not answer
+        (faulthandler's text: "Thread 0x... (most recent call first):" then one 'File "...",
+        line N in f' per frame): fuzz/worker.py writes it to stderr on STACK_SIGNAL, even from
+        a thread stuck in native code. Waits up to ``wait`` seconds for it; '' if none came
+        (a worker that died, or one stuck where no signal handler runs).
+        """
+        start = self.stderr_tail_end()
+        try:
+            os.kill(self.proc.pid, STACK_SIGNAL)
+        except (ProcessLookupError, PermissionError, AttributeError):
+            return ""
+        deadline = time.monotonic() + wait
+        seen = ""
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            text = self.stderr_tail(start, limit=1 << 16)
+            if "most recent call first" in text and text == seen:  # (written, and nothing more for 0.1 s)
+                return text
+            seen = text
+        return seen if "most recent call first" in seen else ""
+
+    def stderr_tail_end(self) -> int:
+        """The current length of the worker's stderr, in bytes."""
+        self.stderr.flush()
+        return self.stderr.seek(0, os.SEEK_END)
 
     def rss_bytes(self) -> int:
         """Resident memory of the worker process in bytes (0 if unknown)."""

@@ -19,7 +19,9 @@ lowers once). Arrays are
 prints go to stderr.
 
 The worker dies with its parent (the fuzzer, whose pid is ``SHARDFUZZ_PARENT_PID``),
-however that one ends, even while a program hangs: see :func:`guard_parent`.
+however that one ends, even while a program hangs: see :func:`guard_parent`. On
+``STACK_SIGNAL`` (SIGUSR1) it writes every thread's Python stack to stderr
+(``faulthandler``), which names where a hung program hangs.
 """
 import os
 import sys
@@ -31,13 +33,16 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.a
     del sys.path[0]
 
 import base64  # noqa: E402
+import faulthandler  # noqa: E402
 import json  # noqa: E402
+import signal  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
 
 WATCH_PERIOD = 0.5  # seconds between two checks of the parent pid
 ORPHAN_EXIT = 75  # exit code of a worker whose parent died
+STACK_SIGNAL = signal.SIGUSR1  # dumps every thread's stack to stderr (fuzz.execute.Worker.dump_stacks)
 
 
 def death_signal() -> bool:
@@ -50,7 +55,6 @@ def death_signal() -> bool:
         return False
     try:
         import ctypes
-        import signal
 
         prctl = ctypes.CDLL(None, use_errno=True).prctl
         prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
@@ -275,6 +279,9 @@ def main() -> None:
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # program prints go to stderr
     sys.stdout = sys.stderr
+    # on STACK_SIGNAL, every thread's Python stack goes to stderr, even from a thread stuck in
+    # native code (the handler is faulthandler's, in C): where a hung worker hangs (fuzz.execute)
+    faulthandler.register(STACK_SIGNAL, file=sys.stderr, all_threads=True)
     t0 = time.perf_counter()
     import numpy as np
     import jax

@@ -2,13 +2,17 @@
 
 The kind is the signal (SIGABRT, SIGSEGV, ...) or exit code; the message is the first
 ``Check failed`` / ``F0000`` (absl fatal log) / ``Fatal Python error`` line of stderr,
-so that the signature survives addresses, line numbers and device ids.
+so that the signature survives addresses, line numbers and device ids. A hang's message
+and signature name where it hangs: the innermost JAX frame of the thread that runs the
+program, from the stacks the worker dumps before it is killed (fuzz.execute.Worker.dump_stacks);
+without them every hang had one signature, so a known hang made every other one known.
 """
 from __future__ import annotations
 
 import re
 
 from oracles.common import Finding
+from oracles.internal_error import jax_module
 
 NAMES = ("crash", "hang")  # the oracle names of the findings this module makes
 
@@ -27,11 +31,38 @@ def fatal_line(stderr: str) -> str:
     return ""
 
 
+_STACK_FRAME = re.compile(r'File "([^"]*)", line \d+ in (\S+)')  # faulthandler's frame line
+_THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-f]+ .*most recent call first", re.M)
+
+
+def hung_thread(stacks: str) -> str:
+    """The stack (faulthandler's text, innermost frame first) of the thread that runs the
+    program (the one in fuzz/worker.py's ``run_program``), or '' if there is none."""
+    starts = [m.start() for m in _THREAD.finditer(stacks)] + [len(stacks)]
+    blocks = [stacks[a:b] for a, b in zip(starts, starts[1:])]
+    return next((b for b in blocks if " in run_program" in b), "")
+
+
+def hang_site(stacks: str) -> str:
+    """``jax._src.module:function`` of the innermost JAX frame of the hung thread ('' if none)."""
+    for path, func in _STACK_FRAME.findall(hung_thread(stacks)):
+        if "/jax/" in path or "/jaxlib/" in path:
+            return jax_module(path, func)
+    return ""
+
+
 def judge(program: dict, outcome: dict) -> list:
-    """One finding: ``crash`` with the signal and fatal line, or ``hang`` with the time limit."""
+    """One finding: ``crash`` with the signal and fatal line, or ``hang`` with the time limit
+    and where it hangs (signature ``hang: timeout: in jax._src.module:function``, or ``hang:
+    timeout`` when the worker gave no stack)."""
     if outcome["status"] == "hang":
-        return [Finding("hang", "timeout", f"no answer within {outcome['timeout']:.0f} s", None,
-                        outcome.get("stderr", "")[-3000:], signature="hang: timeout")]
+        site = hang_site(outcome.get("stacks", ""))
+        where = f" in {site}" if site else ""
+        details = outcome.get("stderr", "")[-3000:]
+        if site:
+            details += "\nthe hung thread's stack, innermost frame first:\n" + hung_thread(outcome["stacks"])[:6000]
+        return [Finding("hang", "timeout", f"no answer within {outcome['timeout']:.0f} s{where}", None,
+                        details, signature=f"hang: timeout:{where}" if site else "hang: timeout")]
     line = fatal_line(outcome.get("stderr", ""))
     return [Finding("crash", outcome["signal"], line or f"worker died ({outcome['signal']})", None,
                     outcome.get("stderr", "")[-3000:])]

@@ -28,7 +28,11 @@ def raise_module(traceback_text: str) -> str:
     sites = [(f, fn) for f, fn in _FRAME.findall(traceback_text) if "/jax/" in f or "/jaxlib/" in f]
     if not sites:
         return ""
-    path, func = sites[-1]
+    return jax_module(*sites[-1])
+
+
+def jax_module(path: str, func: str) -> str:
+    """``jax._src.module:function`` for a frame of JAX's file ``path`` (also used for hangs: oracles.crash)."""
     rel = path[path.rfind("/jax"):].lstrip("/")
     return rel.removesuffix(".py").replace("/", ".") + ":" + func
 

@@ -34,6 +34,11 @@ def test_aborts_segfaults_and_hangs_are_recorded_and_reaped():
         c.close()
     kinds = {rec.finding.kind: rec.count for rec in c.records.values()}
     assert kinds == {"SIGABRT": 1, "SIGSEGV": 1, "timeout": 1}
+    # the hang names where it hangs: JAX's frame that called the host function, from the stacks
+    # the worker dumped before it was killed (the host function's own frame is the program's)
+    (hang,) = [rec.finding for rec in c.records.values() if rec.finding.oracle == "hang"]
+    assert hang.signature.startswith("hang: timeout: in jax._src.callback:"), hang.signature
+    assert 'File "<program>"' in hang.details and " in host" in hang.details, hang.details[-2000:]
     assert all("reproduced alone" in rec.finding.details for rec in c.records.values())
     time.sleep(0.5)
     assert worker_processes(parent=os.getpid()) - others == set()
@@ -126,3 +131,27 @@ def test_a_hang_is_not_reduced_when_two_time_limits_exceed_the_budget():
             assert (c.runner.stats.programs > 0) is runs, (limit, c.runner.stats.programs)
         finally:
             c.close()
+
+
+def test_a_hang_site_is_the_innermost_jax_frame_of_the_thread_that_runs_the_program():
+    """faulthandler's dump lists each thread innermost frame first; other threads (XLA's, the
+    parent watchdog) and frames outside JAX (the program's, NumPy's) do not name the hang."""
+    from oracles.crash import hang_site, judge
+
+    stacks = (
+        'Thread 0x00007f0000000001 (most recent call first):\n'
+        '  File "/v/lib/python3.11/site-packages/jax/_src/dispatch.py", line 10 in wait_for_tokens\n'
+        '  File "/v/lib/python3.11/threading.py", line 9 in run\n\n'
+        'Current thread 0x00007f0000000002 (most recent call first):\n'
+        '  File "/v/lib/python3.11/site-packages/numpy/core/fromnumeric.py", line 3 in sum\n'
+        '  File "/v/lib/python3.11/site-packages/jax/_src/interpreters/mlir.py", line 1422 in lower_jaxpr_to_module\n'
+        '  File "/v/lib/python3.11/site-packages/jax/_src/pjit.py", line 1264 in _pjit_lower\n'
+        '  File "/w/fuzz/worker.py", line 220 in run_program\n')
+    assert hang_site(stacks) == "jax._src.interpreters.mlir:lower_jaxpr_to_module"
+    assert hang_site(stacks.replace(" in run_program", " in main")) == ""  # no thread runs the program
+    assert hang_site("") == ""
+    (f,) = judge({}, {"status": "hang", "timeout": 75.0, "stderr": "", "stacks": stacks})
+    assert f.signature == "hang: timeout: in jax._src.interpreters.mlir:lower_jaxpr_to_module"
+    assert f.message == "no answer within 75 s in jax._src.interpreters.mlir:lower_jaxpr_to_module"
+    (g,) = judge({}, {"status": "hang", "timeout": 75.0, "stderr": ""})  # a worker that gave no stack
+    assert g.signature == "hang: timeout"
