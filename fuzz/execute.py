@@ -162,8 +162,7 @@ class Worker:
     def submit(self, source: str, lower: bool | str = False) -> None:
         """Send a program without waiting for it (see :meth:`run`); :meth:`collect` gets the outcome."""
         self.programs_run += 1
-        self.stderr.seek(0, os.SEEK_END)
-        self._mark = self.stderr.tell()
+        self._mark = self.stderr_tail_end()
         self._req_id = self.programs_run
         self._start_time = time.perf_counter()
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from oracles.common import Finding
-from oracles.internal_error import jax_module
+from oracles.internal_error import jax_site
 
 NAMES = ("crash", "hang")  # the oracle names of the findings this module makes
 
@@ -45,10 +45,7 @@ def hung_thread(stacks: str) -> str:
 
 def hang_site(stacks: str) -> str:
     """``jax._src.module:function`` of the innermost JAX frame of the hung thread ('' if none)."""
-    for path, func in _STACK_FRAME.findall(hung_thread(stacks)):
-        if "/jax/" in path or "/jaxlib/" in path:
-            return jax_module(path, func)
-    return ""
+    return jax_site(reversed(_STACK_FRAME.findall(hung_thread(stacks))))  # (faulthandler: innermost first)
 
 
 def judge(program: dict, outcome: dict) -> list:
@@ -56,13 +53,14 @@ def judge(program: dict, outcome: dict) -> list:
     and where it hangs (signature ``hang: timeout: in jax._src.module:function``, or ``hang:
     timeout`` when the worker gave no stack)."""
     if outcome["status"] == "hang":
-        site = hang_site(outcome.get("stacks", ""))
+        stacks = outcome.get("stacks", "")
+        site = hang_site(stacks)
         where = f" in {site}" if site else ""
         details = outcome.get("stderr", "")[-3000:]
         if site:
-            details += "\nthe hung thread's stack, innermost frame first:\n" + hung_thread(outcome["stacks"])[:6000]
+            details += "\nthe hung thread's stack, innermost frame first:\n" + hung_thread(stacks)[:6000]
         return [Finding("hang", "timeout", f"no answer within {outcome['timeout']:.0f} s{where}", None,
-                        details, signature=f"hang: timeout:{where}" if site else "hang: timeout")]
+                        details, signature="hang: timeout" + (f":{where}" if site else ""))]
     line = fatal_line(outcome.get("stderr", ""))
     return [Finding("crash", outcome["signal"], line or f"worker died ({outcome['signal']})", None,
                     outcome.get("stderr", "")[-3000:])]

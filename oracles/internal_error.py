@@ -14,9 +14,14 @@ NAMES = ("internal-error",)  # the oracle names of the findings this module make
 _FRAME = re.compile(r'File "([^"]*)", line \d+, in (\S+)')
 
 
+def jax_frames(frames) -> list:
+    """The (path, function) pairs of ``frames`` that are inside JAX (jax or jaxlib), in their order."""
+    return [(f, fn) for f, fn in frames if "/jax/" in f or "/jaxlib/" in f]
+
+
 def raise_site(traceback_text: str) -> str:
     """``jax/_src/module.py in function`` of the innermost frame inside JAX ('' if none)."""
-    sites = [(f, fn) for f, fn in _FRAME.findall(traceback_text) if "/jax/" in f or "/jaxlib/" in f]
+    sites = jax_frames(_FRAME.findall(traceback_text))
     if not sites:
         return ""
     path, func = sites[-1]
@@ -25,14 +30,16 @@ def raise_site(traceback_text: str) -> str:
 
 def raise_module(traceback_text: str) -> str:
     """``jax._src.module:function`` of the innermost frame inside JAX ('' if none): the signature's site."""
-    sites = [(f, fn) for f, fn in _FRAME.findall(traceback_text) if "/jax/" in f or "/jaxlib/" in f]
+    return jax_site(_FRAME.findall(traceback_text))
+
+
+def jax_site(frames) -> str:
+    """``jax._src.module:function`` of the last frame inside JAX of ``frames`` ((path, function)
+    pairs, outermost first, as a traceback lists them), '' if none (also for hangs: oracles.crash)."""
+    sites = jax_frames(frames)
     if not sites:
         return ""
-    return jax_module(*sites[-1])
-
-
-def jax_module(path: str, func: str) -> str:
-    """``jax._src.module:function`` for a frame of JAX's file ``path`` (also used for hangs: oracles.crash)."""
+    path, func = sites[-1]
     rel = path[path.rfind("/jax"):].lstrip("/")
     return rel.removesuffix(".py").replace("/", ".") + ":" + func
 
