@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import signal
 import sys
 import tempfile
@@ -105,7 +106,8 @@ def _unwritable(directory: str) -> str:
 @click.option("--seed", type=int, default=None,
               help="Hypothesis seed, for a repeatable campaign (the database is then written, not replayed).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
-              help="Write the JSON report here.")
+              help="Write the JSON report here (default: report-<date>-<time>.json beside the database, "
+                   "e.g. .shardfuzz/report-20261204-151200.json).")
 @click.option("--python", "python", default=None, help="Interpreter whose JAX the workers use.")
 @click.option("--jax-version", default=None, help="Fuzz this released JAX (X.Y.Z) in a cached venv.")
 @click.option("--determinism/--no-determinism", default=True, show_default=True,
@@ -170,6 +172,8 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
     except OSError as e:
         _fail(f"cannot write the findings file {findings_path} ({e.strerror or e}); "
               f"pass --database in a writable directory")
+    # every campaign keeps its report (save and export read findings from it)
+    report_path = report_path or os.path.join(state_dir, f"report-{time.strftime('%Y%m%d-%H%M%S')}.json")
     corpus_signatures, known_ops = {}, {}
     if corpus_dir:
         from fuzz.features import op_names
@@ -272,20 +276,22 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
 
     for f in report["findings"]:
         f["resembles"] = resembling(f["signature"], corpus_signatures or {})
-    if report_path:
-        _write_report(report, report_path, state_dir, console)
-    _summary(report, console)
+    written = _write_report(report, report_path, state_dir, console)
+    _summary(report, console, written)
     if error:
         _fail(error)
     sys.exit(1 if report["findings"] or (fail_on_known and report["known"]) else 0)
 
 
-def _write_report(report: dict, report_path: str, state_dir: str, console) -> None:
-    """Write the report to ``report_path``; if that fails, beside the database, here, or in /tmp, and say where."""
+def _write_report(report: dict, report_path: str, state_dir: str, console) -> str:
+    """Write the report to ``report_path``; if that fails, beside the database, here, or in /tmp, and say where.
+
+    Returns the path written, or '' when none could be (one line then names the findings file).
+    """
     text = json.dumps(report, indent=1, default=str)
     try:
         atomic_write_text(report_path, text)
-        return
+        return report_path
     except OSError as e:
         first = e
     name = f"report-{time.strftime('%Y%m%d-%H%M%S')}.json"
@@ -298,10 +304,11 @@ def _write_report(report: dict, report_path: str, state_dir: str, console) -> No
             continue
         console.print(f"shardfuzz: cannot write the report to {report_path} ({first.strerror or first}); "
                       f"wrote it to {path}", markup=False, highlight=False, soft_wrap=True)
-        return
+        return path
     console.print(f"shardfuzz: cannot write the report to {report_path} ({first.strerror or first}) nor to "
                   f"{state_dir}, . or {tempfile.gettempdir()}; the findings are in {report['findings_file']}",
                   markup=False, highlight=False, soft_wrap=True)
+    return ""
 
 
 JOB_ERROR = "a job's internal error"  # the KeyboardInterrupt that stops job 0 when another job failed
@@ -415,7 +422,7 @@ def _gather(jobs, campaign, report, failure, stop, console, corpus_signatures, t
     return merged, error
 
 
-def _summary(report: dict, console) -> None:
+def _summary(report: dict, console, report_path: str = "") -> None:
     from rich.syntax import Syntax
     from rich.table import Table
 
@@ -439,9 +446,12 @@ def _summary(report: dict, console) -> None:
                       f"({report.get('look_past_vma_runs', 0)} of them; {report['look_past_seconds']:.0f} s), "
                       f"{report['look_past_clear']} of them then raised no known finding",
                       markup=False, highlight=False, soft_wrap=True)
+    if report_path:
+        console.print(f"report: {report_path}", markup=False, highlight=False, soft_wrap=True)
     if not report["findings"]:
         console.print("[green]no new findings[/green]")
         return
+    shown = shlex.quote(report_path) if report_path else "REPORT"
     table = Table(title=f"{len(report['findings'])} new distinct findings")
     for col in ("#", "oracle", "kind", "message", "hits", "first at", "reduced"):
         table.add_column(col)
@@ -455,10 +465,13 @@ def _summary(report: dict, console) -> None:
         console.print(Syntax(_short_source(f["source"]), "python", line_numbers=False))
         if f.get("resembles"):
             console.print(f"may be a face of {', '.join(f['resembles'])} (same oracle and kind, a subset of these "
-                          f"features); if so: shardfuzz save REPORT --finding {i} --face-of corpus/"
+                          f"features); if so: shardfuzz save {shown} --finding {i} --face-of corpus/"
                           f"{f['resembles'][0]} --triage WHY", markup=False, highlight=False, soft_wrap=True)
         if f["details"]:
             console.print(f["details"][-800:], markup=False, highlight=False)
+    console.rule()
+    console.print(f"keep one in the corpus: shardfuzz save {shown} --finding N --triage WHY; write its repro and "
+                  f"issue text: shardfuzz export {shown} --finding N", markup=False, highlight=False, soft_wrap=True)
 
 
 def _short_source(source: str) -> str:

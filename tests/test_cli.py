@@ -34,6 +34,17 @@ def test_run_writes_a_report(tmp_path):
     assert data["disabled"] == []
 
 
+def test_run_without_report_keeps_one_beside_the_database_and_names_it(tmp_path):
+    """The README's plain `shardfuzz run` must leave a report that `save` and `export` can read."""
+    r = shardfuzz("run", "--max-examples", "2", "--seed", "3", "--no-determinism",
+                  "--database", str(tmp_path / "db" / "examples"), cwd=tmp_path)
+    assert r.returncode in (0, 1), r.stderr
+    written = list((tmp_path / "db").glob("report-*.json"))
+    assert len(written) == 1, r.stderr
+    assert json.loads(written[0].read_text())["generated"] == 2
+    assert f"report: {written[0]}" in r.stderr
+
+
 def test_run_disable_leaves_names_out_of_every_program(tmp_path):
     report = tmp_path / "r.json"
     r = shardfuzz("run", "--max-examples", "6", "--seed", "3", "--report", str(report), "--database", "",

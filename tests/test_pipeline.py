@@ -139,7 +139,8 @@ def test_the_summary_says_which_known_entry_a_new_wrong_value_may_be():
     report = {"programs": 3, "seconds": 4.0, "programs_per_second": 0.75, "rejected": 0, "invalid": 0,
               "findings": [f, {**f, "resembles": []}]}
     console = Console(record=True, width=200)
-    _summary(report, console)
+    _summary(report, console, ".shardfuzz/report-1.json")
     text = console.export_text()
     assert text.count("may be a face of") == 1
-    assert "--finding 1 --face-of corpus/differential-83bfe5218ca5.json" in text
+    assert "save .shardfuzz/report-1.json --finding 1 --face-of corpus/differential-83bfe5218ca5.json" in text
+    assert "shardfuzz export .shardfuzz/report-1.json --finding N" in text
