@@ -42,6 +42,9 @@ _PATTERNS = [
     (re.compile(r"\b(axis names?:?|axis:) \w+"), r"\1 …"),  # "axis name x", "with axis: y of type ..."
     # "... passed to broadcast_in_dim" / "to index_to_gather": the op that met the bad sharding
     (re.compile(r"\b(passed to) [\w.]+"), r"\1 …"),
+    # JAX 0.9 prints a PartitionSpec as P('x', None), older releases as PartitionSpec('x', None)
+    # (observed: the DuplicateSpecError of internal-error-cd6435c07c68 on 0.8.3 and 0.9.2)
+    (re.compile(r"\bPartitionSpec\("), "P("),
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
     (re.compile(r"/tmp/[^\s'\":]+"), "/tmp/?"),
     # f32[4,8], float32[2,1,4@y], float32[1]{V:x} (the varying axes are a detail of the same message)

@@ -147,6 +147,9 @@ def test_signature_ignores_names_numbers_and_addresses():
     # the op that met a bad sharding is a detail too (corpus internal-error-a26959bde684, once 8115efc277b0)
     assert normalize("should match the mesh of sharding AbstractMesh('x': 1) passed to index_to_gather.") == \
         normalize("should match the mesh of sharding AbstractMesh('y': 2) passed to jnp.broadcast_to.")
+    # a PartitionSpec printed by JAX 0.8 and by 0.9 (corpus internal-error-cd6435c07c68 on both)
+    assert normalize("but PartitionSpec('z', 'z') has duplicate entries for `z`") == \
+        normalize("but P('z', 'z') has duplicate entries for `z`") == "but P(…) has duplicate entries for `z`"
 
 
 def test_crash_signature_uses_the_fatal_line():
