@@ -109,15 +109,19 @@ def equations(p: dict) -> list:
 
 def agree_on_generated(worker, op, n: int, **how) -> set:
     """JAX agrees with the reference on ``n`` generated programs using ``op`` (or ``feature=``, see
-    :func:`generated`); returns their features."""
-    seen = set()
+    :func:`generated`); returns their features. A finding of a corpus entry (a known JAX bug,
+    e.g. differential-b909f86363df's sharded constant) is let pass, but at least one program
+    must agree on every value."""
+    seen, agreed = set(), 0
     for p in generated(op, n, **how):
         out = worker.run(render(p, worker.caps), timeout=240)
         assert out["status"] == "ok", out
         found = oracles.judge(p, out, evaluate(p))
-        bad = [f for f in found if f.oracle in VALUE_ORACLES or f.signature not in KNOWN]
+        bad = [f for f in found if f.signature not in KNOWN]
         assert not bad, ([f.signature for f in bad], render(p))
+        agreed += not any(f.oracle in VALUE_ORACLES for f in found)
         seen |= features(p)[0]
+    assert agreed >= 1, f"every generated program with {op} shows a known wrong value: draw more"
     return seen
 
 
