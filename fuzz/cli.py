@@ -272,6 +272,7 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
                                            announced, corpus_signatures)
     report["jobs"] = n_jobs
     report["interrupted"] = stop.name
+    report["announced"] = len(announced)
     from oracles.common import resembling
 
     for f in report["findings"]:
@@ -448,6 +449,11 @@ def _summary(report: dict, console, report_path: str = "") -> None:
                       markup=False, highlight=False, soft_wrap=True)
     if report_path:
         console.print(f"report: {report_path}", markup=False, highlight=False, soft_wrap=True)
+    gone = report.get("announced", 0) - len(report["findings"])
+    if gone > 0:
+        console.print(f"{gone} of the {report['announced']} findings announced while running turned out known "
+                      f"or the same as another once shrunk and reduced (a corpus entry's face, or merged)",
+                      markup=False, highlight=False, soft_wrap=True)
     if not report["findings"]:
         console.print("[green]no new findings[/green]")
         return

@@ -144,3 +144,7 @@ def test_the_summary_says_which_known_entry_a_new_wrong_value_may_be():
     assert text.count("may be a face of") == 1
     assert "save .shardfuzz/report-1.json --finding 1 --face-of corpus/differential-83bfe5218ca5.json" in text
     assert "shardfuzz export .shardfuzz/report-1.json --finding N" in text
+    console = Console(record=True, width=200)
+    _summary({**report, "findings": [], "announced": 3}, console, ".shardfuzz/report-1.json")
+    text = console.export_text()
+    assert "3 of the 3 findings announced while running turned out known" in text and "no new findings" in text
