@@ -438,9 +438,10 @@ def _summary(report: dict, console, report_path: str = "") -> None:
                       markup=False, highlight=False, soft_wrap=True)
     if report.get("known"):
         hits = sum(k["count"] for k in report["known"])
-        console.print(f"known (in the corpus, not new): {len(report['known'])} finding(s), {hits} hit(s), "
-                      f"{report['known_seconds']:.0f} s of programs: "
-                      + ", ".join(k["entry"] for k in report["known"]), markup=False, highlight=False, soft_wrap=True)
+        entries = list(dict.fromkeys(k["entry"] for k in report["known"]))  # (an entry's faces: one name)
+        console.print(f"known (in the corpus, not new): {len(report['known'])} signature(s) of {len(entries)} "
+                      f"entries, {hits} hit(s), {report['known_seconds']:.0f} s of programs: " + ", ".join(entries),
+                      markup=False, highlight=False, soft_wrap=True)
     if report.get("look_past_runs"):
         console.print(f"looked past known findings: {report['look_past_runs']} variant(s) of programs that raised them, "
                       f"run without the ops they need or with shard_map's vma checks off "
