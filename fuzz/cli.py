@@ -106,8 +106,8 @@ def _unwritable(directory: str) -> str:
 @click.option("--seed", type=int, default=None,
               help="Hypothesis seed, for a repeatable campaign (the database is then written, not replayed).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
-              help="Write the JSON report here (default: report-<date>-<time>.json beside the database, "
-                   "e.g. .shardfuzz/report-20261204-151200.json).")
+              help="Write the JSON report here (default: report-<date>-<time>-<pid>.json beside the database, "
+                   "e.g. .shardfuzz/report-20261204-151200-4242.json).")
 @click.option("--python", "python", default=None, help="Interpreter whose JAX the workers use.")
 @click.option("--jax-version", default=None, help="Fuzz this released JAX (X.Y.Z) in a cached venv.")
 @click.option("--determinism/--no-determinism", default=True, show_default=True,
@@ -156,6 +156,8 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
         disabled = check_disabled(disabled)
     except ValueError as e:
         _fail(f"--disable: {e}")
+    if report_path and report_path.endswith(("/", os.sep)):
+        _fail(f"--report {report_path} names a directory; give a file name (e.g. {report_path}report.json)")
     if report_path:
         d = os.path.dirname(os.path.abspath(report_path))
         why = "no such directory" if not os.path.isdir(d) else _unwritable(d)
@@ -173,7 +175,8 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
         _fail(f"cannot write the findings file {findings_path} ({e.strerror or e}); "
               f"pass --database in a writable directory")
     # every campaign keeps its report (save and export read findings from it)
-    report_path = report_path or os.path.join(state_dir, f"report-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    # (the pid too: two campaigns started in the same second must not overwrite each other's report)
+    report_path = report_path or os.path.join(state_dir, f"report-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json")
     corpus_signatures, known_ops = {}, {}
     if corpus_dir:
         from fuzz.features import op_names
@@ -295,7 +298,7 @@ def _write_report(report: dict, report_path: str, state_dir: str, console) -> st
         return report_path
     except OSError as e:
         first = e
-    name = f"report-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    name = f"report-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json"
     for d in (state_dir, ".", tempfile.gettempdir()):
         path = os.path.join(d, name)
         try:
@@ -458,7 +461,8 @@ def _summary(report: dict, console, report_path: str = "") -> None:
     if not report["findings"]:
         console.print("[green]no new findings[/green]")
         return
-    shown = shlex.quote(report_path) if report_path else "REPORT"
+    # (quoted for the shell; a path starting with '-' would read as an option)
+    shown = shlex.quote(("./" if report_path.startswith("-") else "") + report_path) if report_path else "REPORT"
     table = Table(title=f"{len(report['findings'])} new distinct findings")
     for col in ("#", "oracle", "kind", "message", "hits", "first at", "reduced"):
         table.add_column(col)
@@ -526,7 +530,7 @@ def save(report_path, indexes, triage, corpus_dir, face_of):
         for path, what in save_entries(corpus_dir, entries, triage):
             click.echo(f"{path}: {what}")
     except OSError as e:
-        _fail(f"cannot read {report_path} ({e.strerror}); pass a report written by 'shardfuzz run --report'")
+        _fail(f"cannot read {report_path} ({e.strerror}); pass a report written by 'shardfuzz run' (its summary names it)")
     except (ValueError, RecursionError) as e:  # json.JSONDecodeError and CorpusError are ValueErrors
         msg = str(e) if isinstance(e, CorpusError) else f"{report_path} is not a JSON report ({e})"
         _fail(" ".join(msg.split())[:300])

@@ -220,7 +220,7 @@ def load_case(path: str, finding: int | None) -> Case:
         raise ExportError(f"cannot read {path} ({e.strerror}); pass a corpus entry or a report file") from None
     except (ValueError, RecursionError) as e:
         raise ExportError(f"{path} is not JSON ({' '.join(str(e).split())[:100]}); pass a corpus entry or "
-                          f"a report written by 'shardfuzz run --report'") from None
+                          f"a report written by 'shardfuzz run' (its summary names it)") from None
     if isinstance(data, dict) and data.get("format") == "shardfuzz-corpus-entry":
         if finding is not None:
             raise ExportError(f"{path} is a corpus entry (one finding): drop --finding")
@@ -234,6 +234,8 @@ def load_case(path: str, finding: int | None) -> Case:
     if not isinstance(data, dict) or not isinstance(data.get("findings"), list):
         raise ExportError(f"{path} is neither a corpus entry nor a report (no findings list)")
     findings = data["findings"]
+    if not findings:
+        raise ExportError(f"{path} is a report without findings: nothing to export")
     if finding is None:
         raise ExportError(f"{path} is a report with {len(findings)} findings: pass --finding N (1 to {len(findings)})")
     if not 1 <= finding <= len(findings):
@@ -241,11 +243,11 @@ def load_case(path: str, finding: int | None) -> Case:
     f = findings[finding - 1]
     where = f"{path}: finding {finding}"
     if not isinstance(f, dict):
-        raise ExportError(f"{where} is not an object; pass a report written by 'shardfuzz run --report'")
+        raise ExportError(f"{where} is not an object; pass a report written by 'shardfuzz run' (its summary names it)")
     fields = {"oracle": str, "kind": str, "message": str, "signature": str}
     for key, typ in fields.items():
         if not isinstance(f.get(key), typ):
-            raise ExportError(f"{where} has no {key}; pass a report written by 'shardfuzz run --report'")
+            raise ExportError(f"{where} has no {key}; pass a report written by 'shardfuzz run' (its summary names it)")
     call = f.get("call")
     if call is not None and (isinstance(call, bool) or not isinstance(call, int)):
         raise ExportError(f"{where}: call {str(call)[:20]!r} is not an index")

@@ -151,7 +151,7 @@ def entries_from_report(report, indexes, triage: str, where: str) -> list:
 
     findings = report.get("findings") if isinstance(report, dict) else None
     if not isinstance(findings, list):
-        raise CorpusError(f"{where}: no findings list; pass a report written by 'shardfuzz run --report'")
+        raise CorpusError(f"{where}: no findings list; pass a report written by 'shardfuzz run' (its summary names it)")
     chosen = list(indexes) or list(range(1, len(findings) + 1))
     entries = []
     for i in chosen:

@@ -124,6 +124,14 @@ def test_export_report_finding_index(found, tmp_path, args, message):
     assert not (tmp_path / "out").exists()
 
 
+def test_export_of_a_report_without_findings_says_so(tmp_path):
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps(report_with([])))
+    r = invoke([report, "--out", tmp_path / "out"])
+    assert r.exit_code == 2 and "a report without findings: nothing to export" in r.output, r.output
+    assert not (tmp_path / "out").exists()
+
+
 def test_export_refuses_an_invalid_report_program(found, tmp_path):
     p, finding, _ = found["all_to_all"]
     bad = json.loads(json.dumps(p))

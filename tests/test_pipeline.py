@@ -154,3 +154,6 @@ def test_the_summary_says_which_known_entry_a_new_wrong_value_may_be():
     _summary({**report, "findings": [], "known": known, "known_seconds": 5.0}, console)
     text = console.export_text()
     assert "3 signature(s) of 2 entries, 4 hit(s)" in text and text.count("e1.json") == 1
+    console = Console(record=True, width=200)  # a report path the shell would read as an option, or split
+    _summary(report, console, "-r 1.json")
+    assert "shardfuzz export './-r 1.json' --finding N" in console.export_text()
