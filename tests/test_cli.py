@@ -41,6 +41,8 @@ def test_run_without_report_keeps_one_beside_the_database_and_names_it(tmp_path)
     assert r.returncode in (0, 1), r.stderr
     written = list((tmp_path / "db").glob("report-*.json"))
     assert len(written) == 1, r.stderr
+    import re  # the process id in the name: two campaigns started in the same second keep both reports
+    assert re.fullmatch(r"report-\d{8}-\d{6}-\d+\.json", written[0].name), written[0].name
     assert json.loads(written[0].read_text())["generated"] == 2
     assert f"report: {written[0]}" in r.stderr
 
