@@ -167,6 +167,9 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
     # the findings file (and a report that cannot go to --report) lives beside the database
     state_dir = (os.path.dirname(os.path.normpath(database)) or ".") if database else ".shardfuzz"
     findings_path = os.path.join(state_dir, "findings.jsonl")
+    if os.path.exists(state_dir) and not os.path.isdir(state_dir):
+        _fail(f"{state_dir} is a file, not a directory: shardfuzz keeps its findings file and reports there; "
+              f"move the file away or pass --database in another directory")
     try:
         os.makedirs(state_dir, exist_ok=True)
         with open(findings_path, "a"):

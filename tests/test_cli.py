@@ -78,6 +78,14 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
         assert len(r.stderr.strip().splitlines()) <= 2, r.stderr  # the message (and a status line)
 
 
+def test_a_file_where_the_state_directory_goes_is_one_line_and_kept(tmp_path):
+    (tmp_path / ".shardfuzz").write_text("mine")
+    r = shardfuzz("run", "--max-examples", "1", cwd=tmp_path, timeout=120)
+    assert r.returncode == 2 and ".shardfuzz is a file, not a directory" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert (tmp_path / ".shardfuzz").read_text() == "mine"
+
+
 def test_ctrl_c_writes_the_report_and_leaves_no_worker(tmp_path):
     import signal
     import time
