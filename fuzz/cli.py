@@ -156,9 +156,9 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
         disabled = check_disabled(disabled)
     except ValueError as e:
         _fail(f"--disable: {e}")
-    if report_path and report_path.endswith(("/", os.sep)):
-        _fail(f"--report {report_path} names a directory; give a file name (e.g. {report_path}report.json)")
     if report_path:
+        if report_path.endswith(("/", os.sep)):
+            _fail(f"--report {report_path} names a directory; give a file name (e.g. {report_path}report.json)")
         d = os.path.dirname(os.path.abspath(report_path))
         why = "no such directory" if not os.path.isdir(d) else _unwritable(d)
         if why:
@@ -178,8 +178,7 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
         _fail(f"cannot write the findings file {findings_path} ({e.strerror or e}); "
               f"pass --database in a writable directory")
     # every campaign keeps its report (save and export read findings from it)
-    # (the pid too: two campaigns started in the same second must not overwrite each other's report)
-    report_path = report_path or os.path.join(state_dir, f"report-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json")
+    report_path = report_path or os.path.join(state_dir, _report_name())
     corpus_signatures, known_ops = {}, {}
     if corpus_dir:
         from fuzz.features import op_names
@@ -290,6 +289,12 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
     sys.exit(1 if report["findings"] or (fail_on_known and report["known"]) else 0)
 
 
+def _report_name() -> str:
+    """``report-<date>-<time>-<pid>.json``: the pid too, so that two campaigns started in the same
+    second do not overwrite each other's report."""
+    return f"report-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json"
+
+
 def _write_report(report: dict, report_path: str, state_dir: str, console) -> str:
     """Write the report to ``report_path``; if that fails, beside the database, here, or in /tmp, and say where.
 
@@ -301,9 +306,8 @@ def _write_report(report: dict, report_path: str, state_dir: str, console) -> st
         return report_path
     except OSError as e:
         first = e
-    name = f"report-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.json"
     for d in (state_dir, ".", tempfile.gettempdir()):
-        path = os.path.join(d, name)
+        path = os.path.join(d, _report_name())
         try:
             os.makedirs(d, exist_ok=True)
             atomic_write_text(path, text)
@@ -514,7 +518,8 @@ def save(report_path, indexes, triage, corpus_dir, face_of):
     ``--face-of ENTRY`` the findings are another face of ENTRY's bug (another message or
     raise site of one root cause): their signatures are added to its ``faces``.
     """
-    from fuzz.program import CorpusError, add_faces, entries_from_report, load_entry, save_entries, write_entry
+    from fuzz.program import (REPORT_WORDS, CorpusError, add_faces, entries_from_report, load_entry, save_entries,
+                              write_entry)
 
     try:
         with open(report_path) as f:
@@ -533,7 +538,7 @@ def save(report_path, indexes, triage, corpus_dir, face_of):
         for path, what in save_entries(corpus_dir, entries, triage):
             click.echo(f"{path}: {what}")
     except OSError as e:
-        _fail(f"cannot read {report_path} ({e.strerror}); pass a report written by 'shardfuzz run' (its summary names it)")
+        _fail(f"cannot read {report_path} ({e.strerror}); pass {REPORT_WORDS}")
     except (ValueError, RecursionError) as e:  # json.JSONDecodeError and CorpusError are ValueErrors
         msg = str(e) if isinstance(e, CorpusError) else f"{report_path} is not a JSON report ({e})"
         _fail(" ".join(msg.split())[:300])

@@ -211,7 +211,7 @@ def load_case(path: str, finding: int | None) -> Case:
     Raises ExportError (one line) for an unreadable file, an invalid entry, a report
     without that finding, or a finding whose program is not valid.
     """
-    from fuzz.program import CorpusError, load_entry, validate_program
+    from fuzz.program import REPORT_WORDS, CorpusError, load_entry, validate_program
     from fuzz.typecheck import ProgramError
 
     try:
@@ -220,7 +220,7 @@ def load_case(path: str, finding: int | None) -> Case:
         raise ExportError(f"cannot read {path} ({e.strerror}); pass a corpus entry or a report file") from None
     except (ValueError, RecursionError) as e:
         raise ExportError(f"{path} is not JSON ({' '.join(str(e).split())[:100]}); pass a corpus entry or "
-                          f"a report written by 'shardfuzz run' (its summary names it)") from None
+                          f"{REPORT_WORDS}") from None
     if isinstance(data, dict) and data.get("format") == "shardfuzz-corpus-entry":
         if finding is not None:
             raise ExportError(f"{path} is a corpus entry (one finding): drop --finding")
@@ -243,11 +243,11 @@ def load_case(path: str, finding: int | None) -> Case:
     f = findings[finding - 1]
     where = f"{path}: finding {finding}"
     if not isinstance(f, dict):
-        raise ExportError(f"{where} is not an object; pass a report written by 'shardfuzz run' (its summary names it)")
+        raise ExportError(f"{where} is not an object; pass {REPORT_WORDS}")
     fields = {"oracle": str, "kind": str, "message": str, "signature": str}
     for key, typ in fields.items():
         if not isinstance(f.get(key), typ):
-            raise ExportError(f"{where} has no {key}; pass a report written by 'shardfuzz run' (its summary names it)")
+            raise ExportError(f"{where} has no {key}; pass {REPORT_WORDS}")
     call = f.get("call")
     if call is not None and (isinstance(call, bool) or not isinstance(call, int)):
         raise ExportError(f"{where}: call {str(call)[:20]!r} is not an index")
@@ -262,7 +262,7 @@ def load_case(path: str, finding: int | None) -> Case:
         raise ExportError(f"{where}: invalid program ({' '.join(str(e).split())[:200]})") from None
     version = data.get("jax_version")
     if not isinstance(version, str):
-        raise ExportError(f"{path} does not say which jax_version it ran; pass a report written by 'shardfuzz run'")
+        raise ExportError(f"{path} does not say which jax_version it ran; pass {REPORT_WORDS}")
     return Case(f"{Path(path).stem}-finding-{finding}", f["oracle"], f["kind"], f["message"], f["signature"], call,
                 f["program"], list(history), version)
 

@@ -19,6 +19,10 @@ from fuzz.util import atomic_write_text
 SCHEMAS = Path(__file__).with_name("schemas")
 
 
+# the file to pass where a campaign report is wanted (one place for the words)
+REPORT_WORDS = "a report written by 'shardfuzz run' (its summary names it)"
+
+
 class CorpusError(ValueError):
     """A corpus file that cannot be used: the message says which file, what is wrong and what to do."""
 
@@ -151,7 +155,7 @@ def entries_from_report(report, indexes, triage: str, where: str) -> list:
 
     findings = report.get("findings") if isinstance(report, dict) else None
     if not isinstance(findings, list):
-        raise CorpusError(f"{where}: no findings list; pass a report written by 'shardfuzz run' (its summary names it)")
+        raise CorpusError(f"{where}: no findings list; pass {REPORT_WORDS}")
     chosen = list(indexes) or list(range(1, len(findings) + 1))
     entries = []
     for i in chosen:
@@ -159,14 +163,14 @@ def entries_from_report(report, indexes, triage: str, where: str) -> list:
             raise CorpusError(f"{where}: the report has {len(findings)} findings; --finding {i} is out of range")
         f = findings[i - 1]
         if not isinstance(f, dict) or not isinstance(f.get("program"), dict):
-            raise CorpusError(f"{where}: finding {i} has no program; pass a report written by 'shardfuzz run'")
+            raise CorpusError(f"{where}: finding {i} has no program; pass {REPORT_WORDS}")
         if f.get("oracle") in OWN:
             raise CorpusError(f"{where}: finding {i} is a bug of shardfuzz's own {f['oracle']}, not of JAX: "
                               f"fix shardfuzz instead of saving it")
         try:
             entry = make_entry(f, f["program"], report, triage=triage)
         except (KeyError, TypeError) as e:
-            raise CorpusError(f"{where}: finding {i} lacks {e}; pass a report written by 'shardfuzz run'") from None
+            raise CorpusError(f"{where}: finding {i} lacks {e}; pass {REPORT_WORDS}") from None
         validate_entry(entry, f"{where}: finding {i}")
         entries.append(entry)
     return entries

@@ -55,12 +55,12 @@ def judge(program: dict, outcome: dict) -> list:
     if outcome["status"] == "hang":
         stacks = outcome.get("stacks", "")
         site = hang_site(stacks)
-        where = f" in {site}" if site else ""
+        message = f"no answer within {outcome['timeout']:.0f} s" + (f" in {site}" if site else "")
         details = outcome.get("stderr", "")[-3000:]
         if site:
             details += "\nthe hung thread's stack, innermost frame first:\n" + hung_thread(stacks)[:6000]
-        return [Finding("hang", "timeout", f"no answer within {outcome['timeout']:.0f} s{where}", None,
-                        details, signature="hang: timeout" + (f":{where}" if site else ""))]
+        return [Finding("hang", "timeout", message, None, details,
+                        signature=f"hang: timeout: in {site}" if site else "hang: timeout")]
     line = fatal_line(outcome.get("stderr", ""))
     return [Finding("crash", outcome["signal"], line or f"worker died ({outcome['signal']})", None,
                     outcome.get("stderr", "")[-3000:])]
