@@ -189,6 +189,7 @@ class Case:
     history: list
     jax_version: str
     releases: dict | None = None
+    upstream: tuple = ()  # public reports of its root cause (validated addresses, fuzz.program.UPSTREAM)
 
 
 @dataclass
@@ -230,7 +231,7 @@ def load_case(path: str, finding: int | None) -> Case:
             raise ExportError(str(e)) from None
         return Case(Path(path).stem, entry["oracle"], entry["kind"], entry["message"], entry["signature"],
                     entry.get("call"), entry["program"], entry.get("history", []), entry["jax_version"],
-                    entry.get("releases"))
+                    entry.get("releases"), tuple(entry.get("upstream", ())))
     if not isinstance(data, dict) or not isinstance(data.get("findings"), list):
         raise ExportError(f"{path} is neither a corpus entry nor a report (no findings list)")
     findings = data["findings"]
@@ -634,9 +635,12 @@ def issue_text(case: Case, source: str, run: Run, env_info: str, jax_version: st
         "metamorphic": "Two calls of one function that may differ only by jit / spmd_axis_name return different values:",
         "determinism": "The StableHLO text of a jitted call is not the same every time:",
     }.get(case.oracle, "")
+    known = ([f"> Already reported: {', '.join(case.upstream)}. This is the same root cause (shardfuzz triage): "
+              "add this repro there as a comment instead of filing a new issue.", ""] if case.upstream else [])
     return "\n".join([
         f"# {title(case)}",
         "",
+        *known,
         "### Description",
         "",
         f"{happens}",
@@ -751,4 +755,6 @@ def export(path, finding, out_dir, python, jax_version):
     except ExportError as e:
         click.echo(f"shardfuzz: {e}", err=True)
         sys.exit(2)
+    if case.upstream:
+        log(f"already reported upstream: {', '.join(case.upstream)} (comment there rather than file a new issue)")
     click.echo(f"{repro_path}\n{issue_path}")

@@ -63,11 +63,14 @@ def test_export_of_an_entry_writes_a_verified_repro_and_issue(found, tmp_path):
                          "tested": {"0.9.2": "does not reproduce", "0.10.0": "reproduces"},
                          "changes": [{"last": "0.9.2", "first": "0.10.0", "from": "does not reproduce",
                                       "to": "reproduces"}]}
+    entry["upstream"] = ["https://github.com/jax-ml/jax/issues/1"]
     path = write_entry(tmp_path / "internal-error-sdy.json", entry)
     out = tmp_path / "out"
     r = invoke([path, "--out", out])
     assert r.exit_code == 0, r.output
     repro, issue = (out / "repro.py").read_text(), (out / "ISSUE.md").read_text()
+    assert "> Already reported: https://github.com/jax-ml/jax/issues/1." in issue.splitlines()[2]
+    assert "already reported upstream: https://github.com/jax-ml/jax/issues/1" in r.output
     assert "io_callback(lambda x: x" in repro and "CALLBACK_LOG" not in repro
     lines = issue.splitlines()
     assert lines[0].startswith("# `f0` (io_callback with a result) raises TypeError on a valid program")
@@ -108,6 +111,7 @@ def test_export_of_a_report_finding_with_wrong_shape_shows_both_arrays(found, tm
     assert "shape (1, 2, 1, 2, 1), expected (1, 2, 1)" in issue  # the assertion, in the observed output
     assert "expected\n[[[" in issue  # the expected array, as printed
     assert "https://docs.jax.dev/en/latest/_autosummary/jax.vmap.html" in issue
+    assert "Already reported" not in issue  # (no upstream record)
     assert not marker.exists()
 
 

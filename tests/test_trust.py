@@ -198,3 +198,22 @@ def test_repro_names_are_reserved_in_programs():
     from fuzz.typecheck import RESERVED
 
     assert REPRO_NAMES <= RESERVED
+
+
+@pytest.mark.parametrize("url", ["https://github.com/jax-ml/jax/issues/1\n\n## Fixed <img src=x>",
+                                 "https://github.com/jax-ml/jax/issues/1\n",
+                                 "https://evil.example/jax-ml/jax/issues/1", "javascript:alert(1)",
+                                 "https://github.com/jax-ml/jax/issues/1)](https://evil.example",
+                                 "https://github.com/jax-ml/jax/commits/1"])
+def test_an_upstream_address_other_than_a_github_issue_is_refused(tmp_path, url):
+    """An entry's ``upstream`` is printed into ISSUE.md: only an issue or pull request address passes."""
+    path = tmp_path / "internal-error-0.json"
+    entry = make_entry({"signature": "internal-error: X: y", "oracle": "internal-error", "kind": "X",
+                        "message": "y"}, base(), {"jax_version": "0.10.2", "jaxlib_version": "0.10.2"})
+    good = ["https://github.com/openxla/xla/issues/49121", "https://github.com/jax-ml/jax/pull/34211"]
+    path.write_text(json.dumps({**entry, "upstream": good}))
+    assert load_entry(path)["upstream"] == good
+    path.write_text(json.dumps({**entry, "upstream": [good[0], url]}))
+    with pytest.raises(CorpusError) as err:
+        load_entry(path)
+    assert "\n" not in str(err.value) and "upstream" in str(err.value)
