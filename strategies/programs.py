@@ -857,8 +857,11 @@ def programs(draw, caps: dict = NEWEST_CAPS, max_depth: int = 4, max_eqns: int =
             spec = draw(partition_specs(tuple(shape), mesh["axis_names"], sizes))
         inputs.append({"name": f"x{k}", "shape": shape, "dtype": "float32", "spec": spec,
                        "seed": draw(st.integers(0, 255))})
-    # an int32 scalar input: a start index that jit traces (for the ops that take one)
-    if any(op.preludes and n not in disabled for n, op in O.REGISTRY.items()) and draw(st.booleans()):
+    # an int32 scalar input, 3 programs in 4: a start index that jit traces (for the ops that
+    # take one); without it every start under jit is a constant that XLA folds (0 of 250
+    # dynamic_slice starts in 5000 drawn programs were traced, jitted and their result split
+    # over the mesh, seeds 1-5, with one program in 2)
+    if any(op.preludes and n not in disabled for n, op in O.REGISTRY.items()) and draw(st.integers(0, 3)) > 0:
         spec = draw(st.sampled_from([None, []])) if mesh["axis_type"] == "auto" else None
         inputs.append({"name": f"x{len(inputs)}", "shape": [], "dtype": "int32", "spec": spec,
                        "seed": draw(st.integers(0, 255))})
