@@ -150,8 +150,10 @@ def _at_chain(fn: dict, made: dict | None = None) -> bool:
 
 
 def kind_18434(f, program) -> bool:
-    """A wrong value under jit from a call with two chained .at[] updates as in the report (a
-    single .at[] on a sharding-constrained constant is another bug: differential-b909f86363df).
+    """A wrong value under jit from a call with two chained .at[] updates as in the report. The
+    report's root cause is XLA's nested dynamic-slice fold (session 25: its program gives the
+    reference's values with the algsimp pass off), as is differential-b909f86363df's single
+    .at[] on a sharded constant, which campaigns find often; only the report's chain counts here.
     The chain must be in the failing call's function (``f.call``)."""
     calls = program["calls"]
     if not (isinstance(f.call, int) and 0 <= f.call < len(calls)):

@@ -354,12 +354,12 @@ def test_most_loss_terms_are_random_linear_functionals():
 
 
 def test_a_finding_that_shows_without_the_mutant_keeps_its_program(tmp_path):
-    """A corpus entry's bug (jax-ml/jax#18434's chain, a wrong value on the unpatched JAX) replayed
+    """A corpus entry's bug (XLA's nested dynamic-slice fold, a wrong value on the unpatched JAX) replayed
     as a campaign finding with a wrapper that applies no mutant: not caused by the mutant, and its
     program is kept for triage (the campaign's directory is temporary)."""
     import stat
 
-    entry = json.loads((seeded.ROOT / "corpus" / "differential-c33016825cb6.json").read_text())
+    entry = json.loads((seeded.ROOT / "corpus" / "differential-b909f86363df.json").read_text())
     wrapper = tmp_path / "plain.sh"
     wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     os.chmod(wrapper, wrapper.stat().st_mode | stat.S_IEXEC)
