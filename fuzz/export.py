@@ -303,10 +303,10 @@ def choose_interpreter(case: Case, python: str | None, jax_version: str | None, 
     return sys.executable
 
 
-def _env(traceback_off: bool = False) -> dict:
+def _env(traceback_off: bool = False, xla_flags: tuple = ()) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the repro must not see shardfuzz
     env["XLA_FLAGS"] = " ".join([f for f in env.get("XLA_FLAGS", "").split() if "device_count" not in f]
-                                + ["--xla_force_host_platform_device_count=8"])
+                                + ["--xla_force_host_platform_device_count=8", *xla_flags])
     env["JAX_PLATFORMS"] = "cpu"
     if traceback_off:
         env["JAX_TRACEBACK_FILTERING"] = "off"  # keep JAX's frames: the signature names the one that raised
@@ -358,8 +358,9 @@ def locate_call(case: Case, python: str) -> int | None:
 
 # ------------------------------------------------------------------------------ verification
 
-def run_repro(source: str, python: str, timeout: float) -> Run:
-    """Run ``source`` as repro.py in a fresh process (a temporary directory, JAX_TRACEBACK_FILTERING=off)."""
+def run_repro(source: str, python: str, timeout: float, xla_flags: tuple = ()) -> Run:
+    """Run ``source`` as repro.py in a fresh process (a temporary directory, JAX_TRACEBACK_FILTERING=off,
+    ``xla_flags`` added to XLA_FLAGS)."""
     with tempfile.TemporaryDirectory(prefix="shardfuzz-export-") as d:
         path = os.path.join(d, "repro.py")
         record = os.path.join(d, "error.json")
@@ -367,13 +368,69 @@ def run_repro(source: str, python: str, timeout: float) -> Run:
         t0 = time.perf_counter()
         try:
             r = subprocess.run([python, "-c", _RUN, path, record], capture_output=True, text=True, cwd=d,
-                               env=_env(traceback_off=True), timeout=timeout)
+                               env=_env(traceback_off=True, xla_flags=xla_flags), timeout=timeout)
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
             err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
             return Run(-9, out, err + f"\n(killed after {timeout:.0f} s)", None, time.perf_counter() - t0, path)
         error = json.loads(Path(record).read_text()) if os.path.exists(record) else None
         return Run(r.returncode, r.stdout, r.stderr, error, time.perf_counter() - t0, path)
+
+
+# a pass name as XLA's per-pass dump files spell it ("...after_algsimp.before_simplify-sorts.txt")
+_PASS_FILE = re.compile(r"\.after_([A-Za-z0-9_-]{1,80})\.before_")
+
+
+def changing_passes(source: str, python: str, timeout: float) -> list:
+    """Names of the XLA HLO passes that changed the repro's modules, sorted (none when XLA compiled nothing).
+
+    Read from the file names of XLA's per-pass dump (``--xla_dump_to``,
+    ``--xla_dump_hlo_pass_re=.*``: a module is dumped after each pass that changed it).
+    """
+    with tempfile.TemporaryDirectory(prefix="shardfuzz-passes-") as d:
+        run_repro(source, python, timeout, ("--xla_dump_to=" + d, "--xla_dump_hlo_pass_re=.*"))
+        names = {m.group(1) for f in os.listdir(d) if (m := _PASS_FILE.search(f))}
+    return sorted(names - {"pipeline-start", "pipeline-end"})
+
+
+def implicated_passes(case: Case, source: str, python: str, timeout: float, log=lambda s: None) -> tuple:
+    """(passes tried, passes without which the repro no longer shows the finding).
+
+    Each XLA pass that changed the program is switched off on its own
+    (``--xla_disable_hlo_passes=NAME``, XLA's debug option) and the repro run again: a
+    pass is implicated when the run then exits 0 (JAX behaves) — not when it fails
+    otherwise (some passes cannot be left out). A pass implicated alone points the report
+    at XLA and at that pass; none says the bug needs no single pass (or is JAX's own).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    names = changing_passes(source, python, timeout)
+    log(f"switching off each of the {len(names)} XLA passes that changed the program…")
+
+    def clears(name: str) -> bool:
+        return run_repro(source, python, timeout, ("--xla_disable_hlo_passes=" + name,)).returncode == 0
+    with ThreadPoolExecutor(max(1, min(2, os.cpu_count() or 1))) as pool:
+        cleared = list(pool.map(clears, names))
+    return names, [n for n, c in zip(names, cleared) if c]
+
+
+def _passes_text(passes: tuple | None) -> list:
+    """The "XLA passes" lines of ISSUE.md (none when not asked for)."""
+    if passes is None:
+        return []
+    tried, implicated = passes
+    if not tried:
+        head = "No XLA pass changed the program: the finding shows before XLA optimizes anything (in JAX)."
+    elif implicated:
+        head = (f"The finding needs each of these XLA passes: switched off alone "
+                f"(`XLA_FLAGS=--xla_disable_hlo_passes=NAME`), each makes it disappear: "
+                f"{', '.join(f'`{n}`' for n in implicated)}. Switching off any other one of the {len(tried)} passes "
+                f"that changed the program leaves it. The miscompiling pass is among these (with those that build "
+                f"what it rewrites).")
+    else:
+        head = (f"Switching off any one of the {len(tried)} XLA passes that changed the program leaves the finding "
+                "(no single pass is to blame, or the bug is before XLA, in JAX).")
+    return ["XLA passes (`shardfuzz export --xla-passes`):", "", head, ""]
 
 
 def judge_run(case: Case, run: Run) -> str:
@@ -621,7 +678,7 @@ def _releases_text(releases) -> str:
     return "\n".join(lines)
 
 
-def issue_text(case: Case, source: str, run: Run, env_info: str, jax_version: str) -> str:
+def issue_text(case: Case, source: str, run: Run, env_info: str, jax_version: str, passes: tuple | None = None) -> str:
     """ISSUE.md: JAX's bug-report layout (title, Description, System info)."""
     what = _line(case.message, 300) if case.message else case.kind
     happens = {
@@ -662,6 +719,7 @@ def issue_text(case: Case, source: str, run: Run, env_info: str, jax_version: st
         "",
         _releases_text(case.releases),
         "",
+        *_passes_text(passes),
         f"Found by shardfuzz, a fuzzer for JAX's sharding transforms (finding `{_line(case.signature, 300)}`).",
         "",
         "### System info (python version, jaxlib version, accelerator, etc.)",
@@ -673,8 +731,12 @@ def issue_text(case: Case, source: str, run: Run, env_info: str, jax_version: st
 
 # ------------------------------------------------------------------------------ the command
 
-def export_case(case: Case, python: str, out_dir: Path, log=lambda s: None) -> tuple:
-    """Render, verify and write one case; returns (repro path, issue path). ExportError if it does not verify."""
+def export_case(case: Case, python: str, out_dir: Path, log=lambda s: None, xla_passes: bool = False) -> tuple:
+    """Render, verify and write one case; returns (repro path, issue path). ExportError if it does not verify.
+
+    ``xla_passes``: also find the XLA passes without which the finding disappears
+    (:func:`implicated_passes`; one run of the repro per pass that changed the program).
+    """
     from fuzz.typecheck import ProgramError
     from fuzz.util import atomic_write_text
 
@@ -715,7 +777,13 @@ def export_case(case: Case, python: str, out_dir: Path, log=lambda s: None) -> t
             break
     if why:
         raise ExportError(f"the repro does not show the finding on jax {caps.get('jax_version')}: {why}")
-    text = issue_text(case, source, run, env_info, caps.get("jax_version", "?"))
+    passes = None
+    if xla_passes:
+        if case.oracle in ("hang", "determinism"):
+            raise ExportError(f"--xla-passes needs a finding that shows when the program runs; a {case.oracle} "
+                              "finding does not: drop --xla-passes")
+        passes = implicated_passes(case, source, python, timeout, log)
+    text = issue_text(case, source, run, env_info, caps.get("jax_version", "?"), passes)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         repro_path, issue_path = out_dir / "repro.py", out_dir / "ISSUE.md"
@@ -738,7 +806,10 @@ def export_case(case: Case, python: str, out_dir: Path, log=lambda s: None) -> t
               help="Directory for repro.py and ISSUE.md (default: export/<entry name>/).")
 @click.option("--python", "python", default=None, help="Interpreter whose JAX verifies the repro.")
 @click.option("--jax-version", default=None, help="Verify with this released JAX (X.Y.Z) in a cached venv.")
-def export(path, finding, out_dir, python, jax_version):
+@click.option("--xla-passes", is_flag=True,
+              help="Also switch off, one at a time, each XLA pass that changed the program, and name in "
+                   "ISSUE.md those without which the finding disappears (a run per pass).")
+def export(path, finding, out_dir, python, jax_version, xla_passes):
     """Write repro.py and ISSUE.md for a corpus entry (or a report's finding), verified in a fresh process.
 
     Exit 0 when written; 2 (one line on stderr, nothing written) when the input is not
@@ -751,7 +822,7 @@ def export(path, finding, out_dir, python, jax_version):
         case = load_case(path, finding)
         interp = choose_interpreter(case, python, jax_version, log=log)
         target = Path(out_dir) if out_dir else Path("export") / case.name
-        repro_path, issue_path = export_case(case, interp, target, log=log)
+        repro_path, issue_path = export_case(case, interp, target, log=log, xla_passes=xla_passes)
     except ExportError as e:
         click.echo(f"shardfuzz: {e}", err=True)
         sys.exit(2)

@@ -33,15 +33,27 @@ def all_to_all_program():
                    calls=[call("f0", [vmap([0], [0], axis_name="i")], ["x1"])])
 
 
+def fold_program():
+    """jit of dynamic_slice(dynamic_slice(x, j, 4), i, 1) with j = 0, i = 5 traced: x[5] for x[3] (jax 0.10.2),
+    XLA's AlgebraicSimplifier folding the two slices without the inner clamp (openxla/xla#49121)."""
+    body = fn(["a", "j", "i"], [eqn("dynamic_slice", ["a", "j"], ["v1"], axis=0, size=4),
+                                eqn("dynamic_slice", ["v1", "i"], ["v2"], axis=0, size=1)], ["v2"])
+    p = program(mesh=(("x", 1),), inputs=[("x0", (8,), 3)], functions={"f0": body},
+                calls=[call("f0", [JIT], ["x0", "x1", "x2"])])
+    p["inputs"] += [{"name": "x1", "shape": [], "dtype": "int32", "spec": None, "seed": 60},  # 0
+                    {"name": "x2", "shape": [], "dtype": "int32", "spec": None, "seed": 24}]  # 5
+    return p
+
+
 @pytest.fixture(scope="module")
 def found():
-    """{name: (program, finding dict, caps)} for the two real findings."""
+    """{name: (program, finding dict, caps)} for the three real findings."""
     from fuzz.runner import Runner
 
     runner = Runner(determinism=False)
     out = {}
     try:
-        for name, p in (("sdy", sdy_program([])), ("all_to_all", all_to_all_program())):
+        for name, p in (("sdy", sdy_program([])), ("all_to_all", all_to_all_program()), ("fold", fold_program())):
             fs, _ = runner.run(p)
             assert len(fs) == 1, [f.signature for f in fs]
             f = fs[0]
@@ -188,3 +200,23 @@ def test_untrusted_text_cannot_close_a_code_block(found, tmp_path):
     text = _fenced("boom ```\n[click](http://x) ````")
     fence = text.splitlines()[0]
     assert fence == "`````" and text.endswith("\n`````") and text.count(fence) == 2
+
+
+def test_xla_passes_names_the_pass_without_which_a_wrong_value_goes(found, tmp_path):
+    """--xla-passes: the nested dynamic-slice fold clears with algsimp off; the all_to_all batching
+    bug (JAX's own) clears with no pass off."""
+    p, finding, caps = found["fold"]
+    path = write_entry(tmp_path / "differential-fold.json", make_entry(finding, p, caps))
+    r = invoke([path, "--out", tmp_path / "fold", "--xla-passes"])
+    assert r.exit_code == 0, r.output
+    issue = (tmp_path / "fold" / "ISSUE.md").read_text()
+    line = issue.split("XLA passes (`shardfuzz export --xla-passes`):\n\n", 1)[1].splitlines()[0]
+    assert line.startswith("The finding needs each of these XLA passes") and "`algsimp`" in line, line
+    p, finding, caps = found["all_to_all"]
+    path = write_entry(tmp_path / "differential-a2a.json", make_entry(finding, p, caps))
+    r = invoke([path, "--out", tmp_path / "a2a", "--xla-passes"])
+    assert r.exit_code == 0, r.output
+    issue = (tmp_path / "a2a" / "ISSUE.md").read_text()
+    assert "Switching off any one of the" in issue and "leaves the finding" in issue
+    r = invoke([path, "--out", tmp_path / "plain"])
+    assert "XLA passes" not in (tmp_path / "plain" / "ISSUE.md").read_text()  # only when asked for
