@@ -23,7 +23,8 @@ program that showed it, never on hand-written programs:
     cummax under jit (see CUMULATIVE below);
   - jax-18434 (0.10.2): a wrong value from calls with `.at[].set` or `.at[].add` under jit
     (see AT_UPDATES);
-  - xla-49122 (0.10.2): a wrong value from `lax.dynamic_slice` (per-shard clamping of the start);
+  - xla-49122 (0.10.2): a wrong value from `lax.dynamic_slice` (per-shard clamping of the start)
+    in calls that capture no input (see KINDS);
   - jax-29832 (0.6.1): JAX raises the report's "unexpected JAX type ... vjp function" on a
     valid program with jacrev inside a shard_map;
   - jax-34211 (0.8.1): JAX raises at the report's site (``op_shardings.get_num_ways_dim_sharded``)
@@ -99,15 +100,17 @@ def kind_c(f, program) -> bool:
             and bool(SEED_C_MESSAGES.search(f.message)))
 
 
-def _value(*needed, any_of=()):
-    """A wrong value (differential finding) whose failing calls use ``needed`` (and one of ``any_of``).
+def _value(*needed, any_of=(), none_of=()):
+    """A wrong value (differential finding) whose failing calls use ``needed`` (and one of
+    ``any_of``, and none of ``none_of``).
 
     A value finding's signature names the features of the calls that gave the wrong value
     (``oracles.common.value_signature``), so an op elsewhere in the program does not count.
     """
     def match(f, program):
         used = split_value_signature(f.signature)[2]
-        return f.oracle == "differential" and set(needed) <= used and (not any_of or bool(used & set(any_of)))
+        return (f.oracle == "differential" and set(needed) <= used and (not any_of or bool(used & set(any_of)))
+                and not used & set(none_of))
     return match
 
 
@@ -192,7 +195,10 @@ def kind_25699(f, program) -> bool:
 KINDS = {"A": kind_a, "B": kind_b, "C": kind_c,
          "jax-21403": _value("jit", any_of=CUMULATIVE),
          "jax-18434": kind_18434,
-         "xla-49122": _value("dynamic_slice"),
+         # without a captured input: a dynamic_slice of a captured (constant) array under jit with
+         # its result split is XLA's nested dynamic-slice fold (differential-b909f86363df; it goes
+         # with algsimp off, session 25), where the report's sliced array is an argument
+         "xla-49122": _value("dynamic_slice", none_of=("capture",)),
          # the report's message; on 0.6.1 jacrev in a shard_map body with check_vma on raises it
          # for any function, even sin (checked by hand, session 9); without the message an
          # eager shard_map's "Eager evaluation of `closed_call`" (another error) matched

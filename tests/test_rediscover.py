@@ -120,3 +120,17 @@ def test_jax_25699_needs_an_axis_index_over_a_size_one_manual_axis():
                     calls=[{"function": "f", "args": ["x"], "transforms": [{"kind": "jit"}, sm]}])
         assert rediscover.KINDS["jax-25699"](Finding("crash", "SIGABRT", check), p) is want, sizes
         assert not rediscover.KINDS["jax-25699"](Finding("crash", "SIGABRT", "Check failed: other"), p)
+
+
+def test_xla_49122_is_not_a_dynamic_slice_of_a_captured_array():
+    """A jitted dynamic_slice of an argument counts; of a captured (constant) input it is XLA's
+    nested dynamic-slice fold, another bug (differential-b909f86363df), and does not."""
+    arg = fn(["a", "i"], [eqn("dynamic_slice", ["a", "i"], ["b"], axis=0, size=2)], ["b"])
+    captured = fn(["i"], [eqn("dynamic_slice", ["x", "i"], ["b"], axis=0, size=2)], ["b"])
+    p = program(inputs=[("x", (4,), 1)], functions={"f": arg, "g": captured},
+                calls=[{"function": "f", "transforms": [{"kind": "jit"}], "args": ["x", "k"]},
+                       {"function": "g", "transforms": [{"kind": "jit"}], "args": ["k"]}])
+    p["inputs"].append({"name": "k", "shape": [], "dtype": "int32", "spec": None, "seed": 0})
+    match = rediscover.KINDS["xla-49122"]
+    assert match(_wrong(p, [0]), p)
+    assert not match(_wrong(p, [1]), p)
