@@ -179,7 +179,7 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
               f"pass --database in a writable directory")
     # every campaign keeps its report (save and export read findings from it)
     report_path = report_path or os.path.join(state_dir, _report_name())
-    corpus_signatures, known_ops = {}, {}
+    corpus_signatures, known_ops, upstream = {}, {}, {}
     if corpus_dir:
         from fuzz.features import op_names
         from fuzz.program import CorpusError, corpus_files, known_signatures
@@ -189,6 +189,7 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
         except CorpusError as e:
             _fail(f"{e} (or pass --corpus '' to fuzz without a corpus)")
         corpus_signatures = known_signatures(entries)
+        upstream = {os.path.basename(path): entry["upstream"] for path, entry in entries if entry.get("upstream")}
         for _, entry in entries:  # the ops of each entry's reduced program (for --look-past)
             for sig in [entry["signature"], *entry.get("faces", [])]:
                 known_ops.setdefault(sig, sorted(op_names(entry["program"])))
@@ -282,6 +283,9 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
 
     for f in report["findings"]:
         f["resembles"] = resembling(f["signature"], corpus_signatures or {})
+    for k in report.get("known", []):  # (already reported: nothing to file)
+        if k["entry"] in upstream:
+            k["upstream"] = upstream[k["entry"]]
     written = _write_report(report, report_path, state_dir, console)
     _summary(report, console, written)
     if error:
@@ -449,8 +453,10 @@ def _summary(report: dict, console, report_path: str = "") -> None:
     if report.get("known"):
         hits = sum(k["count"] for k in report["known"])
         entries = list(dict.fromkeys(k["entry"] for k in report["known"]))  # (an entry's faces: one name)
+        reported = {k["entry"] for k in report["known"] if k.get("upstream")}
         console.print(f"known (in the corpus, not new): {len(report['known'])} signature(s) of {len(entries)} "
-                      f"entries, {hits} hit(s), {report['known_seconds']:.0f} s of programs: " + ", ".join(entries),
+                      f"entries, {hits} hit(s), {report['known_seconds']:.0f} s of programs: "
+                      + ", ".join(e + (" (reported upstream)" if e in reported else "") for e in entries),
                       markup=False, highlight=False, soft_wrap=True)
     if report.get("look_past_runs"):
         console.print(f"looked past known findings: {report['look_past_runs']} variant(s) of programs that raised them, "

@@ -150,10 +150,11 @@ def test_the_summary_says_which_known_entry_a_new_wrong_value_may_be():
     assert "3 of the 3 findings announced while running turned out known" in text and "no new findings" in text
     console = Console(record=True, width=200)
     known = [{"signature": "a", "entry": "e1.json", "count": 2}, {"signature": "b", "entry": "e1.json", "count": 1},
-             {"signature": "c", "entry": "e2.json", "count": 1}]
+             {"signature": "c", "entry": "e2.json", "count": 1, "upstream": ["https://github.com/jax-ml/jax/issues/1"]}]
     _summary({**report, "findings": [], "known": known, "known_seconds": 5.0}, console)
     text = console.export_text()
     assert "3 signature(s) of 2 entries, 4 hit(s)" in text and text.count("e1.json") == 1
+    assert "e1.json, e2.json (reported upstream)" in text
     console = Console(record=True, width=200)  # a report path the shell would read as an option, or split
     _summary(report, console, "-r 1.json")
     assert "shardfuzz export './-r 1.json' --finding N" in console.export_text()
