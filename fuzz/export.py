@@ -377,6 +377,8 @@ def run_repro(source: str, python: str, timeout: float, xla_flags: tuple = ()) -
         return Run(r.returncode, r.stdout, r.stderr, error, time.perf_counter() - t0, path)
 
 
+# the passes that split the program over the devices (XLA's dump names, jax 0.10.2 on CPU)
+PARTITIONER_PASSES = frozenset({"shardy-xla", "spmd-partitioning", "spmd-partitioner", "sharding-propagation"})
 # a pass name as XLA's per-pass dump files spell it ("...after_algsimp.before_simplify-sorts.txt")
 _PASS_FILE = re.compile(r"\.after_([A-Za-z0-9_-]{1,80})\.before_")
 
@@ -427,6 +429,9 @@ def _passes_text(passes: tuple | None) -> list:
                 f"{', '.join(f'`{n}`' for n in implicated)}. Switching off any other one of the {len(tried)} passes "
                 f"that changed the program leaves it. The miscompiling pass is among these (with those that build "
                 f"what it rewrites).")
+        if set(implicated) <= PARTITIONER_PASSES:
+            head += (" These are the SPMD partitioner itself: without it the program is not split over the "
+                     "devices, so this only says that the finding needs the partitioning.")
     else:
         head = (f"Switching off any one of the {len(tried)} XLA passes that changed the program leaves the finding "
                 "(no single pass is to blame, or the bug is before XLA, in JAX).")

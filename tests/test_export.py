@@ -220,3 +220,14 @@ def test_xla_passes_names_the_pass_without_which_a_wrong_value_goes(found, tmp_p
     assert "Switching off any one of the" in issue and "leaves the finding" in issue
     r = invoke([path, "--out", tmp_path / "plain"])
     assert "XLA passes" not in (tmp_path / "plain" / "ISSUE.md").read_text()  # only when asked for
+
+
+def test_xla_passes_text_says_what_each_outcome_means():
+    from fuzz.export import _passes_text
+
+    assert _passes_text(None) == []
+    assert "before XLA optimizes anything" in _passes_text(([], []))[2]
+    alone = _passes_text((["algsimp", "dce"], ["algsimp"]))[2]
+    assert "`algsimp`" in alone and "`dce`" not in alone and "partitioner itself" not in alone
+    assert "partitioner itself" in _passes_text((["shardy-xla", "dce"], ["shardy-xla"]))[2]
+    assert "leaves the finding" in _passes_text((["dce"], []))[2]
