@@ -558,6 +558,9 @@ OUTCOME_ORACLES = ("differential", "metamorphic", "callbacks", "internal-error")
 
 
 def _face_group(oracle: str) -> str:
+    """Oracles whose findings may be faces of one entry. A crash's or a hang's signature names
+    only where the process stopped ("hang: timeout: in jax._src.api:block_until_ready"): as a
+    face of a wrong value it would make every later hang there known."""
     return "outcome" if oracle in OUTCOME_ORACLES else oracle
 
 
