@@ -189,7 +189,7 @@ class Case:
     history: list
     jax_version: str
     releases: dict | None = None
-    upstream: tuple = ()  # public reports of its root cause (validated addresses, fuzz.program.UPSTREAM)
+    upstream: tuple = ()  # public reports of its root cause (addresses checked by fuzz.program.validate_entry)
 
 
 @dataclass
@@ -395,7 +395,7 @@ def changing_passes(source: str, python: str, timeout: float) -> list:
     return sorted(names - {"pipeline-start", "pipeline-end"})
 
 
-def implicated_passes(case: Case, source: str, python: str, timeout: float, log=lambda s: None) -> tuple:
+def implicated_passes(source: str, python: str, timeout: float, log=lambda s: None) -> tuple:
     """(passes tried, passes without which the repro no longer shows the finding).
 
     Each XLA pass that changed the program is switched off on its own
@@ -745,6 +745,9 @@ def export_case(case: Case, python: str, out_dir: Path, log=lambda s: None, xla_
     from fuzz.typecheck import ProgramError
     from fuzz.util import atomic_write_text
 
+    if xla_passes and case.oracle in ("hang", "determinism"):  # (said before any run)
+        raise ExportError(f"--xla-passes needs a finding that shows when the program runs; a {case.oracle} "
+                          "finding does not: drop --xla-passes")
     caps, env_info = probe(python)
     if case.oracle in PER_CALL and case.call is None:
         if len(case.program["calls"]) == 1:
@@ -782,12 +785,7 @@ def export_case(case: Case, python: str, out_dir: Path, log=lambda s: None, xla_
             break
     if why:
         raise ExportError(f"the repro does not show the finding on jax {caps.get('jax_version')}: {why}")
-    passes = None
-    if xla_passes:
-        if case.oracle in ("hang", "determinism"):
-            raise ExportError(f"--xla-passes needs a finding that shows when the program runs; a {case.oracle} "
-                              "finding does not: drop --xla-passes")
-        passes = implicated_passes(case, source, python, timeout, log)
+    passes = implicated_passes(source, python, timeout, log) if xla_passes else None
     text = issue_text(case, source, run, env_info, caps.get("jax_version", "?"), passes)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -101,10 +101,6 @@ def validate_program(program) -> None:
         raise ProgramError("nested too deeply to type-check") from None
 
 
-# An entry's ``upstream`` item: a GitHub issue or pull request address, nothing more (it is printed into ISSUE.md).
-UPSTREAM = re.compile(r"https://github\.com/[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}/(issues|pull)/[1-9][0-9]{0,6}")
-
-
 def validate_entry(entry, where: str = "entry") -> None:
     """Raise CorpusError (one line, naming ``where``) unless ``entry`` is a valid corpus entry."""
     try:
@@ -115,8 +111,11 @@ def validate_entry(entry, where: str = "entry") -> None:
         field = "/".join(map(str, err.absolute_path)) or "top level"
         raise CorpusError(f"{where}: not a corpus entry (at {field}: {_one_line(err.message, 150)}); "
                           f"fix or remove the file")
-    for url in entry.get("upstream", []):  # (the schema's pattern is searched with Python's re: '$' lets a newline by)
-        if not UPSTREAM.fullmatch(url):
+    # an ``upstream`` item is printed into ISSUE.md: the schema's pattern again, matched whole, since
+    # jsonschema searches it with Python's re, whose '$' lets a trailing newline by
+    upstream = re.compile(schema("corpus_entry")["properties"]["upstream"]["items"]["pattern"])
+    for url in entry.get("upstream", []):
+        if not upstream.fullmatch(url):
             raise CorpusError(f"{where}: not a corpus entry (at upstream: {url[:80]!r} is not a GitHub issue or "
                               f"pull request address); fix or remove the file")
     try:

@@ -231,3 +231,12 @@ def test_xla_passes_text_says_what_each_outcome_means():
     assert "`algsimp`" in alone and "`dce`" not in alone and "partitioner itself" not in alone
     assert "partitioner itself" in _passes_text((["shardy-xla", "dce"], ["shardy-xla"]))[2]
     assert "leaves the finding" in _passes_text((["dce"], []))[2]
+
+
+def test_xla_passes_refuses_a_hang_before_running_anything(found, tmp_path):
+    p, finding, caps = found["all_to_all"]
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps(report_with([{**finding, "oracle": "hang", "kind": "timeout", "program": p}])))
+    r = invoke([report, "--finding", 1, "--out", tmp_path / "out", "--xla-passes"])
+    assert r.exit_code == 2 and "--xla-passes needs a finding that shows when the program runs" in r.output
+    assert "running repro.py" not in r.output and not (tmp_path / "out").exists()
