@@ -173,7 +173,7 @@ def write_wrapper(directory: str, mutant: str, python: str | None = None) -> str
 _DIFF = ("grad", "value_and_grad", "vjp", "jacrev")  # transforms that transpose (jvp, jacfwd do not)
 # transforms whose outputs are their function's results, one for one (the others: derivatives)
 _POSITIONAL = ("jit", "checkpoint", "vmap", "shard_map", "map", "cond", "fori_loop", "while_loop")
-_COLLECTIVES = ("psum", "pmean", "pmax", "pmin", "ppermute", "all_gather", "psum_scatter", "all_to_all", "axis_index")
+_COLLECTIVES = ("psum", "pmean", "pmax", "pmin", "ppermute", "all_gather", "psum_scatter", "all_to_all", "axis_index", "pvary")
 
 
 def _shift_not_involution(e: dict, size: int) -> bool:
@@ -274,6 +274,8 @@ def _eqn_exposures(e: dict, ctx, args: list, stack: list, used: bool) -> set:
         checked = {a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma and a.size >= 2}
         if (args[0].vma ^ args[1].vma) & checked:  # an implicit pvary of one operand
             out.add("pvary_transpose_mean")
+    if diff and op == "pvary" and any(ctx.axis(n).size >= 2 for n in names):
+        out.add("pvary_transpose_mean")  # the explicit cast (fuzz/ops/collectives.py Pvary)
     if (diff and op in ("all_gather", "ppermute", "psum_scatter", "all_to_all", "psum", "pmean")
             and any(ctx.axis(n).kind == "mesh" and ctx.axis(n).check_vma and ctx.axis(n).size >= 2
                     and n not in args[0].vma for n in names)):

@@ -134,6 +134,9 @@ def capabilities(jax) -> dict:
     # jax.pure_callback's batching keyword: ``vmap_method`` (jax 0.4.35 and later) or, before, ``vectorized``
     caps["pure_callback_kw"] = ("vmap_method" if "vmap_method" in inspect.signature(jax.pure_callback).parameters
                                 else "vectorized")
+    # the explicit invariant -> varying cast: jax.lax.pcast(x, axes, to='varying') (jax >= 0.9.0)
+    # or jax.lax.pvary(x, axes) (0.6.1 ... 0.9.x; removed in 0.10.0), fuzz/ops/collectives.py Pvary
+    caps["pvary"] = "pcast" if hasattr(jax.lax, "pcast") else ("pvary" if hasattr(jax.lax, "pvary") else None)
     caps.update(measured_rules(jax, sm, caps))
     return caps
 

@@ -244,6 +244,52 @@ class AxisIndex(Collective):
         return f"{a[0]} + jax.lax.axis_index({rr.axes_source(eqn['axes'])}).astype({a[0]}.dtype)"
 
 
+class Pvary(Collective):
+    """``lax.pcast(x, axes, to='varying')`` (jax >= 0.9.0; ``lax.pvary(x, axes)`` on 0.6.1 …
+    0.9.x): marks a value that does not vary over the manual mesh axes ``axes`` as varying
+    over them, its values unchanged (JAX's ``pvary_p``, jax/_src/core.py "Invariant ->
+    Variant no-op cast"; its transpose is a psum over the axes, lax/parallel.py).
+
+    JAX inserts the same cast itself where an op mixes an invariant and a varying operand;
+    the explicit one is what the shard_map docs ask for where the types must agree (a scan
+    carry, a cond's branches). Drawn over checked axes only (``check_vma`` on): with the
+    check off jax 0.10.2 returns x as it is while 0.6.1 still binds the primitive, whose
+    transpose (a psum) would then sum copies that the check-off body treats as one per device.
+    The operand may not vary over any named axis already (``pcast`` refuses a varying ->
+    varying cast: "Unsupported pcast from=varying").
+    """
+
+    name = "pvary"
+    params = {"axes": AXES}
+    since = "0.6.1"
+
+    def result(self, eqn, a, ctx, names):
+        for n in names:
+            ax = ctx.axis(n)
+            require(ax.kind == "mesh" and ax.check_vma, f"pvary over {n!r}, which is not a checked manual mesh axis")
+            require(n not in a.vma, f"pvary over {n!r} of a value that already varies over it")
+        return Ty(a.shape, a.vma | frozenset(names), a.dtype)
+
+    def draw(self, draw, ctx, scope):
+        axes = sorted(checked_axes(ctx) & set(ctx.collective_axes()))
+        cands = [v for v in scope.values(self.dtypes) if set(axes) - scope.visible[v].vma]
+        if not cands:
+            return None
+        a = scope.pick(draw, cands)
+        free = _exchanging_first(draw, ctx, [n for n in axes if n not in scope.visible[a].vma])
+        names = draw(st.lists(st.sampled_from(free), min_size=1, max_size=2, unique=True))
+        return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axes": names}
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        return [xs[0]]  # lock-step arrays hold every device's copy already
+
+    def expr(self, rr, eqn, a, ctx):
+        axes = rr.axes_source(eqn["axes"])
+        if (rr.caps or {}).get("pvary", "pcast") == "pvary":
+            return f"jax.lax.pvary({a[0]}, {axes})"
+        return f"jax.lax.pcast({a[0]}, {axes}, to='varying')"
+
+
 class Ppermute(Collective):
     """``lax.ppermute`` by the cyclic shift ``i -> (i + shift) % n``."""
 
@@ -441,4 +487,4 @@ class AllToAll(Collective):
                 f"{rr.int(eqn['concat_axis'])}, tiled=True)")
 
 
-OPS = (Psum(), Pmean(), Pmax(), Pmin(), AxisIndex(), AllGather(), Ppermute(), PsumScatter(), AllToAll())
+OPS = (Psum(), Pmean(), Pmax(), Pmin(), AxisIndex(), Pvary(), AllGather(), Ppermute(), PsumScatter(), AllToAll())
