@@ -290,6 +290,65 @@ class Pvary(Collective):
         return f"jax.lax.pcast({a[0]}, {axes}, to='varying')"
 
 
+class UnreducedPsum(Collective):
+    """``lax.psum(lax.pcast(x, axes, to='unreduced'), axes)`` (jax >= 0.9.0): a value varying over
+    the checked manual mesh axes ``axes`` cast to *unreduced* over them (its logical value is
+    the sum of the devices' values, not yet taken), then reduced: JAX's ``vary_unreduced_cast``
+    and ``unreduced_psum`` primitives (lax/parallel.py; ``psum`` of an unreduced value binds
+    the latter), whose transposes are ``reduced_vary_cast`` and ``preduced``. The value is
+    psum's: the sum over the axes, invariant over them.
+
+    Not under vmap, lax.map or a Jacobian (which vmaps): the four primitives' batching rules
+    raise NotImplementedError on jax 0.10.2 (measured, vmap of a jitted shard_map). Over
+    checked axes the operand varies over only: ``pcast`` to unreduced needs a varying value
+    ("vary_unreduced_cast only accepts inputs that are varying"), and with the check off the
+    cast is skipped (a plain psum).
+    """
+
+    name = "unreduced_psum"
+    params = {"axes": AXES}
+    dtypes = FLOATS
+    since = "0.9.0"
+    feature_names = ("unreduced",)
+
+    def features(self, eqn):
+        return set(self.feature_names)
+
+    @staticmethod
+    def _batched(ctx) -> bool:
+        from fuzz.typecheck import JACOBIAN  # (the typing rules import this module)
+
+        return ctx.in_vmap or JACOBIAN in ctx.rules
+
+    def result(self, eqn, a, ctx, names):
+        require(not self._batched(ctx), "unreduced_psum under vmap or a Jacobian (its batching rules raise)")
+        for n in names:
+            ax = ctx.axis(n)
+            require(ax.kind == "mesh" and ax.check_vma, f"unreduced_psum over {n!r}, not a checked manual mesh axis")
+            require(n in a.vma, f"unreduced_psum over {n!r} of a value that does not vary over it")
+        return Ty(a.shape, a.vma - frozenset(names), a.dtype)
+
+    def draw(self, draw, ctx, scope):
+        if self._batched(ctx):
+            return None
+        axes = set(checked_axes(ctx)) & set(ctx.collective_axes())
+        cands = [v for v in scope.values(self.dtypes) if scope.visible[v].vma & axes]
+        if not cands:
+            return None
+        a = scope.pick(draw, cands)
+        mine = _exchanging_first(draw, ctx, sorted(scope.visible[a].vma & axes))
+        names = draw(st.lists(st.sampled_from(mine), min_size=1, max_size=2, unique=True))
+        return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axes": names}
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        x = xs[0]
+        return [r.xp.broadcast_to(_sum(r, x, self.axes_js(eqn, ctx), keepdims=True), x.shape)]
+
+    def expr(self, rr, eqn, a, ctx):
+        axes = rr.axes_source(eqn["axes"])
+        return f"jax.lax.psum(jax.lax.pcast({a[0]}, {axes}, to='unreduced'), {axes})"
+
+
 class Ppermute(Collective):
     """``lax.ppermute`` by the cyclic shift ``i -> (i + shift) % n``."""
 
@@ -487,4 +546,5 @@ class AllToAll(Collective):
                 f"{rr.int(eqn['concat_axis'])}, tiled=True)")
 
 
-OPS = (Psum(), Pmean(), Pmax(), Pmin(), AxisIndex(), Pvary(), AllGather(), Ppermute(), PsumScatter(), AllToAll())
+OPS = (Psum(), Pmean(), Pmax(), Pmin(), AxisIndex(), Pvary(), UnreducedPsum(), AllGather(), Ppermute(), PsumScatter(),
+       AllToAll())

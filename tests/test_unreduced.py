@@ -1,0 +1,93 @@
+"""``unreduced_psum`` (``psum(pcast(x, axes, to='unreduced'), axes)``, fuzz/ops/collectives.py).
+
+The typing rule (a value varying over checked manual mesh axes; never under vmap or a
+Jacobian, whose batching rules for these primitives raise), its rendering, then JAX (the
+session's worker, jax >= 0.9.0) against the reference under jit and under grad outside and
+inside the shard_map (the transposes ``preduced`` and ``reduced_vary_cast``); a planted bug
+is caught, and derandomized generated programs agree.
+"""
+import pytest
+
+from fuzz import typecheck as T
+from fuzz.reference import Reference
+from fuzz.render import NEWEST_CAPS, render
+from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap
+from test_custom_ops import agree_on_generated, judged
+
+GRAD = {"kind": "grad", "argnums": [0]}
+
+
+def unreduced_program():
+    # b varies over x (split), c over x and y: each reduced over one axis or both
+    body = fn(["b", "c"], [eqn("unreduced_psum", ["b"], ["u"], axes=["x"]), eqn("sin", ["c"], ["s"]),
+                           eqn("unreduced_psum", ["s"], ["v"], axes=["y", "x"]),
+                           eqn("unreduced_psum", ["c"], ["w"], axes=["y"])],
+              ["u", "v", "w"])
+    loss = fn(["b"], [eqn("sin", ["b"], ["s"]), eqn("unreduced_psum", ["s"], ["u"], axes=["x"]),
+                      eqn("wsum", ["u"], ["l"], seed=5)], ["l"])
+    specs = shard_map([[["x"]], [["x", "y"]]], [[None], [None], [["x"]]])
+    calls = [call("f0", [JIT, specs], ["x0", "x1"]),
+             call("f1", [JIT, GRAD, shard_map([[["x"]]], [[]])], ["x0"]),
+             call("f1", [JIT, shard_map([[["x"]]], [[["x"]]]), GRAD], ["x0"])]
+    return program(mesh=(("x", 2), ("y", 2)), inputs=[("x0", (8,), 1), ("x1", (8,), 2)],
+                   functions={"f0": body, "f1": loss}, calls=calls)
+
+
+def test_unreduced_psum_typing():
+    ctx = T.Ctx(mesh={"x": 2, "y": 2}, axes=(T.Axis("x", 2, "mesh"), T.Axis("y", 2, "mesh")))
+    e = eqn("unreduced_psum", ["a"], ["v"], axes=["x"])
+    assert T.eqn_types(e, [T.Ty((3,), frozenset({"x", "y"}))], ctx) == [T.Ty((3,), frozenset({"y"}))]
+    with pytest.raises(T.ProgramError, match="does not vary over it"):
+        T.eqn_types(e, [T.Ty((3,), frozenset({"y"}))], ctx)
+    unchecked = T.Ctx(mesh={"x": 2}, axes=(T.Axis("x", 2, "mesh", check_vma=False),))
+    with pytest.raises(T.ProgramError, match="not a checked manual mesh axis"):
+        T.eqn_types(e, [T.Ty((3,), frozenset({"x"}))], unchecked)
+    batched = T.Ctx(mesh={"x": 2}, axes=(T.Axis("_vmap0", 3, "vmap", visible=False), T.Axis("x", 2, "mesh")))
+    with pytest.raises(T.ProgramError, match="under vmap"):
+        T.eqn_types(e, [T.Ty((3,), frozenset({"x"}))], batched)
+    jacobian = T.Ctx(mesh={"x": 2}, axes=(T.Axis("x", 2, "mesh"),), grad_at=1, rules=frozenset({T.JACOBIAN}))
+    with pytest.raises(T.ProgramError, match="under vmap or a Jacobian"):
+        T.eqn_types(e, [T.Ty((3,), frozenset({"x"}))], jacobian)
+
+
+def test_a_vmap_around_the_shard_map_is_refused():
+    p = unreduced_program()
+    p["calls"].append(call("f0", [JIT, vmap([0, None], [0, 0, 0]), p["calls"][0]["transforms"][1]], ["x2", "x1"]))
+    p["inputs"].append({**p["inputs"][0], "name": "x2", "shape": [3, 8]})
+    with pytest.raises(T.ProgramError, match="under vmap"):
+        T.check_program(p)
+
+
+def test_unreduced_psum_renders_a_cast_then_a_psum():
+    src = render(unreduced_program(), NEWEST_CAPS).replace('"', "'")
+    assert "jax.lax.psum(jax.lax.pcast(b, 'x', to='unreduced'), 'x')" in src
+
+
+def _needs_pcast(worker):
+    if (worker.caps or {}).get("pvary") != "pcast":
+        pytest.skip("this JAX has no pcast (jax < 0.9.0)")
+
+
+def test_jax_agrees_with_the_reference_on_unreduced_psum(worker):
+    _needs_pcast(worker)
+    agree_with_jax(worker, unreduced_program())
+
+
+class Halved(Reference):
+    """The reference with a planted bug: the reduction takes the mean (psum / axis size)."""
+
+    def primitive(self, e, xs, ts, ctx):
+        if e["op"] == "unreduced_psum":
+            e = {**e, "op": "pmean"}
+        return super().primitive(e, xs, ts, ctx)
+
+
+def test_a_wrong_unreduced_psum_is_caught(worker):
+    _needs_pcast(worker)
+    p = unreduced_program()
+    assert {c for o, c in judged(worker, p, Halved(p).evaluate()) if o == "differential"} == {0, 1, 2}
+
+
+def test_generated_programs_with_unreduced_psum_agree(worker):
+    _needs_pcast(worker)
+    assert "unreduced" in agree_on_generated(worker, "unreduced_psum", 2)
