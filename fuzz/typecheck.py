@@ -570,6 +570,8 @@ def release_rules(caps: dict | None) -> frozenset:
     - ``no_nested_shard_map``: the experimental shard_map cannot be nested (jax 0.4.26 and
       0.4.38, measured: AttributeError "'RewriteTrace' object has no attribute
       'process_shard_map'"; the renderer also passes no mesh to a nested one);
+    - ``unreduced_needs_jit``: ``unreduced_psum`` only under jit (``eager_unreduced`` false:
+      NotImplementedError "Eager shard_map with unreduced/reduced is not implemented", jax 0.9.2);
     - ``no_op:<name>``: the op ``name`` of the registry (fuzz/ops/) came in a later
       release than ``caps["jax_version"]`` (its ``since``).
     No caps (None): the newest release's rules, i.e. none of these.
@@ -589,6 +591,8 @@ def release_rules(caps: dict | None) -> frozenset:
     for kind in ("cond", "while"):
         if caps.get(f"checked_{kind}") is False:
             rules.add(f"no_checked_{kind}")
+    if caps.get("eager_unreduced") is False:
+        rules.add("unreduced_needs_jit")
     if caps.get("callback_under_grad") is False:
         rules.add("no_callback_under_grad")
     if caps.get("shard_map") == "experimental":

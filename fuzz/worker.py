@@ -153,6 +153,11 @@ def measured_rules(jax, sm, caps: dict) -> dict:
       manually partitioned computations are only supported when all mesh axes are
       partitioned manually", from ``SPMDAxisContext.axis_env`` in jax/_src/sharding_impls.py,
       which every collective's lowering and axis_index's read; measured).
+    - ``eager_unreduced``: a shard_map whose body casts a value to unreduced and psums it
+      (``jax.lax.pcast(x, axes, to='unreduced')``, jax >= 0.9.0) runs outside jit on an
+      Explicit mesh (jax 0.9.2 raises NotImplementedError "Eager shard_map with
+      unreduced/reduced is not implemented. Please wrap your shard_map in `jax.jit`"; 0.10.2
+      runs it; measured);
     - ``checked_cond`` / ``checked_while``: a ``lax.cond`` / ``lax.while_loop`` runs inside a
       shard_map whose replication check is on (jax 0.4.26 and 0.4.28 raise NotImplementedError
       "No replication rule for cond" / "... for while": the experimental shard_map registers
@@ -191,6 +196,18 @@ def measured_rules(jax, sm, caps: dict) -> dict:
             rules["partial_manual_collectives"] = True
         except Exception:
             pass
+
+    if caps.get("explicit") and hasattr(jax.lax, "pcast") and len(jax.devices()) >= 2:
+        axis_types = (jax.sharding.AxisType.Explicit,)
+        mesh = jax.sharding.Mesh(np.array(jax.devices()[:2]), ("a",), axis_types=axis_types)
+        x = jax.device_put(np.ones(2, np.float32), jax.sharding.NamedSharding(mesh, P("a")))
+        try:
+            body = sm(lambda v: jax.lax.psum(jax.lax.pcast(v, "a", to="unreduced"), "a"), mesh=mesh,
+                      in_specs=P("a"), out_specs=P())
+            jax.block_until_ready(body(x))
+            rules["eager_unreduced"] = True
+        except Exception:
+            rules["eager_unreduced"] = False
 
     def f(x):
         io_callback(lambda v: None, None, jax.lax.stop_gradient(x), ordered=False)

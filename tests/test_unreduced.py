@@ -91,3 +91,21 @@ def test_a_wrong_unreduced_psum_is_caught(worker):
 def test_generated_programs_with_unreduced_psum_agree(worker):
     _needs_pcast(worker)
     assert "unreduced" in agree_on_generated(worker, "unreduced_psum", 2)
+
+
+def test_eager_unreduced_psum_follows_the_release_rule():
+    # jax 0.9.x: eager shard_map has no unreduced values (the worker measures it: eager_unreduced)
+    old = {**NEWEST_CAPS, "jax_version": "0.9.2", "eager_unreduced": False}
+    assert "unreduced_needs_jit" in T.release_rules(old)
+    assert "unreduced_needs_jit" not in T.release_rules({**old, "eager_unreduced": True})
+    p = unreduced_program()
+    T.check_program(p, caps=old)  # every call is jitted
+    p["calls"][0] = {**p["calls"][0], "transforms": p["calls"][0]["transforms"][1:]}
+    T.check_program(p, caps={**old, "eager_unreduced": True})
+    with pytest.raises(T.ProgramError, match="outside jit"):
+        T.check_program(p, caps=old)
+
+
+def test_the_worker_measures_eager_unreduced(worker):
+    _needs_pcast(worker)
+    assert isinstance(worker.caps.get("eager_unreduced"), bool)

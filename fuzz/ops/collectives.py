@@ -299,7 +299,9 @@ class UnreducedPsum(Collective):
     psum's: the sum over the axes, invariant over them.
 
     Not under vmap, lax.map or a Jacobian (which vmaps): the four primitives' batching rules
-    raise NotImplementedError on jax 0.10.2 (measured, vmap of a jitted shard_map). Over
+    raise NotImplementedError on jax 0.10.2 (measured, vmap of a jitted shard_map); only under
+    jit on a release whose eager shard_map does not implement unreduced values (release rule
+    ``unreduced_needs_jit``, measured by the worker: jax 0.9.2). Over
     checked axes the operand varies over only: ``pcast`` to unreduced needs a varying value
     ("vary_unreduced_cast only accepts inputs that are varying"), and with the check off the
     cast is skipped (a plain psum).
@@ -315,13 +317,18 @@ class UnreducedPsum(Collective):
         return set(self.feature_names)
 
     @staticmethod
-    def _batched(ctx) -> bool:
+    def _refusal(ctx) -> str | None:
         from fuzz.typecheck import JACOBIAN  # (the typing rules import this module)
 
-        return ctx.in_vmap or JACOBIAN in ctx.rules
+        if ctx.in_vmap or JACOBIAN in ctx.rules:
+            return "unreduced_psum under vmap or a Jacobian (its batching rules raise)"
+        if not ctx.jit and "unreduced_needs_jit" in ctx.rules:
+            return "unreduced_psum outside jit on a release whose eager shard_map has no unreduced values"
+        return None
 
     def result(self, eqn, a, ctx, names):
-        require(not self._batched(ctx), "unreduced_psum under vmap or a Jacobian (its batching rules raise)")
+        why = self._refusal(ctx)
+        require(why is None, why or "")
         for n in names:
             ax = ctx.axis(n)
             require(ax.kind == "mesh" and ax.check_vma, f"unreduced_psum over {n!r}, not a checked manual mesh axis")
@@ -329,7 +336,7 @@ class UnreducedPsum(Collective):
         return Ty(a.shape, a.vma - frozenset(names), a.dtype)
 
     def draw(self, draw, ctx, scope):
-        if self._batched(ctx):
+        if self._refusal(ctx) is not None:
             return None
         axes = set(checked_axes(ctx)) & set(ctx.collective_axes())
         cands = [v for v in scope.values(self.dtypes) if scope.visible[v].vma & axes]
