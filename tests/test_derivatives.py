@@ -324,6 +324,8 @@ def test_ops_under_a_derivative_mostly_read_the_functions_own_values(monkeypatch
     # next ones (span mutations), so a seed's programs come in clusters. Two seeds of 300 fell
     # from 85% to 71% with ppermute's axis preference (session 19), which twelve seeds of 50 show
     # leaves the share as it was: 78-84% against 78-86% on three disjoint seed ranges
-    drawn_programs(tuple(range(11, 23)), 50)
+    # (60 a seed since the casts pvary and unreduced_psum joined the collectives, session 26: they
+    # pick their operand otherwise, and 50 a seed gave 36 draws here, under the 40 the share needs)
+    drawn_programs(tuple(range(11, 23)), 60)
     assert count["drawn"] >= 40, count
     assert count["own"] > 0.72 * count["drawn"], count

@@ -90,7 +90,9 @@ def test_a_wrong_unreduced_psum_is_caught(worker):
 
 def test_generated_programs_with_unreduced_psum_agree(worker):
     _needs_pcast(worker)
-    assert "unreduced" in agree_on_generated(worker, "unreduced_psum", 2)
+    # (a rare draw: it needs a checked shard_map body outside any vmap; ~1 program in 150 with the
+    # other ops but a few left out, so the derandomized rounds go further than the default)
+    assert "unreduced" in agree_on_generated(worker, "unreduced_psum", 2, tries=(10, 40, 160, 640))
 
 
 def test_eager_unreduced_psum_follows_the_release_rule():
