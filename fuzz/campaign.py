@@ -396,7 +396,9 @@ class Campaign:
             self.on_progress(self)
         if not self.shrink:
             return
-        new = [f for f in self.cache[key] if f.signature not in self.known]
+        # (a finding run_program counted toward the one being shrunk or reduced, under another
+        # value signature, is neither known nor recorded: not new, so never a shrink's target)
+        new = [f for f in self.cache[key] if f.signature not in self.known and f.signature in self.records]
         if new and self.target is None:
             if self.shrink_spent > SHRINK_SHARE * (now - self.start):
                 # shrinking has had its share of the time: go on generating; the finding is
