@@ -51,8 +51,8 @@ import re
 from dataclasses import replace
 
 from fuzz import ops as O
-from fuzz.ops.base import (DTYPES, FLOAT, NO_PARTIAL_COLLECTIVES, Axis, Ctx, ProgramError, Ty,  # noqa: F401
-                           broadcast_shapes, spec_size, version_tuple)
+from fuzz.ops.base import (DTYPES, FLOAT, JACOBIAN, NO_PARTIAL_COLLECTIVES, UNREDUCED_NEEDS_JIT, Axis,  # noqa: F401
+                           Ctx, ProgramError, Ty, broadcast_shapes, spec_size, version_tuple)
 from fuzz.ops.base import require as _require
 
 # Op families, from the registry (fuzz/ops/): kept for the modules that name them.
@@ -96,10 +96,6 @@ NO_EFFECTS = "no_effects_in_remat"
 # ("IO effect not supported in vmap-of-cond", NotImplementedError, measured on jax 0.10.2,
 # batched predicate or not, ordered or not; jax.debug.callback / print and pure_callback run).
 NO_IO_COND = "no_io_in_vmap_of_cond"
-# A rule of the context under jax.jacfwd / jax.jacrev: they vmap the derivative (jacfwd a jvp
-# over the input basis), so a lax.cond underneath is batched as under vmap (a campaign found
-# "IO effect not supported in vmap-of-cond" from jacfwd(cond(f)) with an io_callback in f).
-JACOBIAN = "under_jacobian"
 # Op families whose ops have an effect remat refuses (io_callback; not the debug callbacks,
 # measured): refused where NO_EFFECTS holds.
 EFFECT_FAMILIES = ("io_callback",)
@@ -295,7 +291,7 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         _require(why is None, why or "")
         _require(not (args[0].vma & checked_axes(ctx)),
                  "cond's predicate varies over a checked manual axis (jax-ml/jax#40823: not generated)")
-        batched = ctx.in_vmap or JACOBIAN in ctx.rules
+        batched = ctx.batched
         return (replace(ctx, rules=ctx.rules | {NO_IO_COND}) if batched else ctx), list(args)
     if kind in LINEARIZED:
         # Inside a shard_map body (check_vma on) jax.vjp refuses a constant cotangent for a
@@ -592,7 +588,7 @@ def release_rules(caps: dict | None) -> frozenset:
         if caps.get(f"checked_{kind}") is False:
             rules.add(f"no_checked_{kind}")
     if caps.get("eager_unreduced") is False:
-        rules.add("unreduced_needs_jit")
+        rules.add(UNREDUCED_NEEDS_JIT)
     if caps.get("callback_under_grad") is False:
         rules.add("no_callback_under_grad")
     if caps.get("shard_map") == "experimental":

@@ -109,9 +109,14 @@ def test_a_wrong_value_bug_reduces_to_one_record():
     p = program(inputs=[("x0", (2,), 0)], functions={"f0": body}, calls=[call("f0", [JIT], ["x0"])])
     c = Campaign(seconds=3600, determinism=False)
     c.start = time.monotonic()
-    ran = {}
+    ran = {}  # the programs run, by key (the cache keeps only their findings)
     run = c.run_program
-    c.run_program = lambda q: ran.setdefault(program_key(q), q) and run(q)
+
+    def run_and_keep(q):
+        ran[program_key(q)] = q
+        return run(q)
+
+    c.run_program = run_and_keep
     try:
         [f] = [f for f in c.run_program(p) if f.oracle == "differential"]
         sig = c.reduce(f.signature)

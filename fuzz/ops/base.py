@@ -27,6 +27,12 @@ VALUE_DTYPES = NUMERIC + (PRED,)  # dtypes a value inside a function may have (f
 # A release rule (fuzz.typecheck.release_rules): no collective over a mesh axis inside a
 # partial-manual shard_map (jax 0.4.28 cannot lower one there: see Ctx.collective_axes)
 NO_PARTIAL_COLLECTIVES = "no_partial_collectives"
+# A rule of the context under jax.jacfwd / jax.jacrev: they vmap the derivative (jacfwd a jvp
+# over the input basis), so what is underneath is batched as under vmap (a campaign found
+# "IO effect not supported in vmap-of-cond" from jacfwd(cond(f)) with an io_callback in f).
+JACOBIAN = "under_jacobian"
+# A release rule (fuzz.typecheck.release_rules): unreduced_psum only under jit (fuzz/ops/collectives.py)
+UNREDUCED_NEEDS_JIT = "unreduced_needs_jit"
 
 
 class OneOf(str):
@@ -179,6 +185,11 @@ class Ctx:
     @property
     def in_vmap(self) -> bool:
         return any(a.kind == "vmap" for a in self.axes)
+
+    @property
+    def batched(self) -> bool:
+        """Under a batching rule: inside a vmap or lax.map (typed as one) or a Jacobian (which vmaps)."""
+        return self.in_vmap or JACOBIAN in self.rules
 
     @property
     def in_grad(self) -> bool:

@@ -25,13 +25,26 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-from fuzz.ops.base import (AXES, BOOL, DIM, FLOATS, INT, NUMERIC, ONE_AXIS, VALUE_DTYPES, ExprOp, Ty, compute,
-                           int_schema, require)
+from fuzz.ops.base import (AXES, BOOL, DIM, FLOATS, INT, NUMERIC, ONE_AXIS, UNREDUCED_NEEDS_JIT, VALUE_DTYPES, ExprOp,
+                           Ty, compute, int_schema, require)
 
 
 def checked_axes(ctx) -> set:
     """Manual axes of shard_maps with check_vma (check_rep) on."""
     return {a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma}
+
+
+def checked_usable(ctx) -> list:
+    """Checked manual axes a collective may name here (sorted): what the casts pvary and
+    unreduced_psum act on."""
+    return sorted(checked_axes(ctx) & set(ctx.collective_axes()))
+
+
+def require_checked(op: str, ctx, names) -> None:
+    """ProgramError unless every axis of ``names`` is a manual mesh axis with check_vma on."""
+    for n in names:
+        ax = ctx.axis(n)
+        require(ax.kind == "mesh" and ax.check_vma, f"{op} over {n!r}, which is not a checked manual mesh axis")
 
 
 def check_rep(ctx, caps) -> bool:
@@ -61,7 +74,7 @@ class Collective(ExprOp):
         return tuple(next(j for j, a in enumerate(ctx.axes) if a.name == n) for n in eqn["axes"])
 
     def features(self, eqn):
-        return {self.name}
+        return set(self.feature_names) or {self.name}
 
     def one_axis(self, draw, ctx, scope=None, usable=None) -> str | None:
         """The axis of a one-axis collective, or None when no axis is usable here.
@@ -264,14 +277,13 @@ class Pvary(Collective):
     since = "0.6.1"
 
     def result(self, eqn, a, ctx, names):
+        require_checked(self.name, ctx, names)
         for n in names:
-            ax = ctx.axis(n)
-            require(ax.kind == "mesh" and ax.check_vma, f"pvary over {n!r}, which is not a checked manual mesh axis")
             require(n not in a.vma, f"pvary over {n!r} of a value that already varies over it")
         return Ty(a.shape, a.vma | frozenset(names), a.dtype)
 
     def draw(self, draw, ctx, scope):
-        axes = sorted(checked_axes(ctx) & set(ctx.collective_axes()))
+        axes = checked_usable(ctx)
         cands = [v for v in scope.values(self.dtypes) if set(axes) - scope.visible[v].vma]
         if not cands:
             return None
@@ -290,7 +302,7 @@ class Pvary(Collective):
         return f"jax.lax.pcast({a[0]}, {axes}, to='varying')"
 
 
-class UnreducedPsum(Collective):
+class UnreducedPsum(Reducing):
     """``lax.psum(lax.pcast(x, axes, to='unreduced'), axes)`` (jax >= 0.9.0): a value varying over
     the checked manual mesh axes ``axes`` cast to *unreduced* over them (its logical value is
     the sum of the devices' values, not yet taken), then reduced: JAX's ``vary_unreduced_cast``
@@ -307,38 +319,31 @@ class UnreducedPsum(Collective):
     cast is skipped (a plain psum).
     """
 
-    name = "unreduced_psum"
-    params = {"axes": AXES}
+    name, numpy = "unreduced_psum", "sum"  # (psum's reference: Reducing.reference)
     dtypes = FLOATS
     since = "0.9.0"
     feature_names = ("unreduced",)
 
-    def features(self, eqn):
-        return set(self.feature_names)
-
     @staticmethod
     def _refusal(ctx) -> str | None:
-        from fuzz.typecheck import JACOBIAN  # (the typing rules import this module)
-
-        if ctx.in_vmap or JACOBIAN in ctx.rules:
+        if ctx.batched:
             return "unreduced_psum under vmap or a Jacobian (its batching rules raise)"
-        if not ctx.jit and "unreduced_needs_jit" in ctx.rules:
+        if not ctx.jit and UNREDUCED_NEEDS_JIT in ctx.rules:
             return "unreduced_psum outside jit on a release whose eager shard_map has no unreduced values"
         return None
 
     def result(self, eqn, a, ctx, names):
         why = self._refusal(ctx)
         require(why is None, why or "")
+        require_checked(self.name, ctx, names)
         for n in names:
-            ax = ctx.axis(n)
-            require(ax.kind == "mesh" and ax.check_vma, f"unreduced_psum over {n!r}, not a checked manual mesh axis")
             require(n in a.vma, f"unreduced_psum over {n!r} of a value that does not vary over it")
         return Ty(a.shape, a.vma - frozenset(names), a.dtype)
 
     def draw(self, draw, ctx, scope):
         if self._refusal(ctx) is not None:
             return None
-        axes = set(checked_axes(ctx)) & set(ctx.collective_axes())
+        axes = set(checked_usable(ctx))
         cands = [v for v in scope.values(self.dtypes) if scope.visible[v].vma & axes]
         if not cands:
             return None
@@ -346,10 +351,6 @@ class UnreducedPsum(Collective):
         mine = _exchanging_first(draw, ctx, sorted(scope.visible[a].vma & axes))
         names = draw(st.lists(st.sampled_from(mine), min_size=1, max_size=2, unique=True))
         return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axes": names}
-
-    def reference(self, r, eqn, xs, ts, ctx):
-        x = xs[0]
-        return [r.xp.broadcast_to(_sum(r, x, self.axes_js(eqn, ctx), keepdims=True), x.shape)]
 
     def expr(self, rr, eqn, a, ctx):
         axes = rr.axes_source(eqn["axes"])
