@@ -1,8 +1,9 @@
-"""Data movement: ``broadcast`` (a new leading dim of ``size`` copies), ``roll``, ``pad``, ``concatenate``, ``reshape``,
-``split``, ``insert``.
+"""Data movement: ``broadcast`` (a new leading dim of ``size`` copies), ``roll``, ``flip``, ``pad``, ``concatenate``,
+``reshape``, ``split``, ``insert``.
 
 Semantics (JAX docs): ``jnp.roll(x, shift, axis)`` as NumPy (any shift, taken modulo the
-dim); ``pad`` on one dim with ``lo`` / ``hi`` zeros before / after and ``interior`` zeros
+dim); ``jnp.flip(x, axis)`` as NumPy (JAX's ``rev`` primitive, which XLA's SPMD
+partitioner moves between shards when the dim is split); ``pad`` on one dim with ``lo`` / ``hi`` zeros before / after and ``interior`` zeros
 between elements, negative ``lo`` / ``hi`` cropping (``lax.pad``: "negative padding
 removes elements"; rendered as ``jnp.pad`` when nothing is negative or interior);
 ``jnp.concatenate([a, b], axis)``; ``jnp.insert(x, index, v, axis)`` with a static
@@ -68,6 +69,24 @@ class Roll(AlongAxis):
 
     def expr(self, rr, eqn, a, ctx):
         return f"jnp.roll({a[0]}, {rr.int(eqn['shift'])}, axis={rr.int(eqn['axis'])})"
+
+
+class Flip(AlongAxis):
+    """``jnp.flip(x, axis=axis)``: the elements of dim ``axis`` in reverse order (lax.rev), float32 of ``x``'s shape."""
+
+    name = "flip"
+    family = "movement"
+    params = {"axis": DIM}
+    feature_names = ("flip",)
+
+    def draw(self, draw, ctx, scope):
+        return self.draw_along(draw, scope)
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        return [r.xp.flip(xs[0], axis=len(ctx.axes) + eqn["axis"])]
+
+    def expr(self, rr, eqn, a, ctx):
+        return f"jnp.flip({a[0]}, axis={rr.int(eqn['axis'])})"
 
 
 class Pad(ExprOp):
@@ -333,4 +352,4 @@ class Insert(ExprOp):
         return f"jnp.insert({a[0]}, {rr.int(eqn['index'])}, {a[1]}, axis={rr.int(eqn['axis'])})"
 
 
-OPS = (Broadcast(), Roll(), Pad(), Concatenate(), Reshape(), Split(), Insert())
+OPS = (Broadcast(), Roll(), Flip(), Pad(), Concatenate(), Reshape(), Split(), Insert())

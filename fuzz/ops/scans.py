@@ -1,9 +1,19 @@
-"""Scans and sorts along one dim: ``cumsum`` (``jnp.cumsum``), ``cumprod`` (``jnp.cumprod``), ``cummax``
-(``lax.cummax``), ``sort`` (``jnp.sort``).
+"""Scans, windowed reductions and sorts along one dim: ``cumsum`` (``jnp.cumsum``), ``cumprod``
+(``jnp.cumprod``), ``cummax`` (``lax.cummax``), ``reduce_window_sum`` / ``reduce_window_max``
+(``lax.reduce_window`` with ``lax.add`` / ``lax.max``), ``sort`` (``jnp.sort``).
 
 ``cumprod``'s derivative is JAX's (``jax.lax.cumprod``, jax/_src/lax/control_flow/loops.py:
 the JVP of an associative scan of ``mul``, defined at zero elements too, which inputs in
 multiples of 1/8 have); the reference differentiates ``jnp.cumprod`` eagerly on one device.
+
+The windowed reductions follow XLA's ReduceWindow (https://openxla.org/xla/operation_semantics#reducewindow,
+and ``lax.reduce_window``'s docstring): along dim ``axis`` the operand is dilated (``base_dilation`` - 1
+init values between elements), padded (``lo`` / ``hi`` init values), and window ``k`` reduces the
+``window`` elements at ``k * stride + j * window_dilation``; every other dim has a window of 1.
+The init value is the reduction's identity (0 for the sum, -inf for the max), so JAX picks the
+``reduce_window_sum`` / ``reduce_window_max`` primitive (jax/_src/lax/windowed_reductions.py,
+``_get_monoid_window_reducer``), whose transpose (the sum's) is a padded, strided reduce_window.
+XLA's SPMD partitioner exchanges halos between shards for a window along a split dim.
 
 ``cummax`` picks one element at ties, so its derivative there is a convention: never
 under grad (as ``max``). ``sort`` is stable (``jnp.sort``'s default), so its derivative (a
@@ -14,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from fuzz.ops.base import BOOL, DIM, AlongAxis
+from fuzz.ops.base import BOOL, DIM, AlongAxis, Ty, int_schema, require
 
 
 class Scan(AlongAxis):
@@ -75,6 +85,110 @@ class Cummax(Scan):
         return f"jax.lax.cummax({a[0]}, axis={rr.int(eqn['axis'])}, reverse={rr.bool(eqn['reverse'])})"
 
 
+class ReduceWindow(AlongAxis):
+    """A windowed reduction along dim ``axis`` (see the module docstring); float32, the dim's length becomes
+    ``(lo + hi + (n - 1) * base_dilation + 1 - ((window - 1) * window_dilation + 1)) // stride + 1``."""
+
+    family = "scan"
+    params = {"axis": DIM, "window": int_schema(1, 4), "stride": int_schema(1, 3), "lo": int_schema(0, 3),
+              "hi": int_schema(0, 3), "base_dilation": int_schema(1, 3), "window_dilation": int_schema(1, 3)}
+    init = 0.0  # the reduction's identity
+    lax_fn = "jax.lax.add"
+
+    @staticmethod
+    def positions(n: int, e: dict) -> np.ndarray:
+        """int array (windows, window): the operand index each window element reads, -1 for an init value."""
+        padded = e["lo"] + e["hi"] + (n - 1) * e["base_dilation"] + 1
+        extent = (e["window"] - 1) * e["window_dilation"] + 1
+        out = (padded - extent) // e["stride"] + 1 if padded >= extent else 0
+        p = (np.arange(out)[:, None] * e["stride"] + np.arange(e["window"])[None, :] * e["window_dilation"]) - e["lo"]
+        real = (p >= 0) & (p % e["base_dilation"] == 0) & (p // e["base_dilation"] < n)
+        return np.where(real, p // e["base_dilation"], -1).reshape(out, e["window"])
+
+    def types(self, eqn, args, ctx):
+        (a,) = args
+        d = eqn["axis"]
+        require(0 <= d < a.rank, f"{self.name} axis {d} out of range for rank {a.rank}")
+        require(a.shape[d] >= 1, f"{self.name} along an empty dim")
+        pos = self.positions(a.shape[d], eqn)
+        require(len(pos) >= 1, f"{self.name}'s window is longer than the padded dim {a.shape[d]}")
+        require(self.windows_ok(pos), f"{self.name} has a window of init values only")
+        return [Ty(a.shape[:d] + (len(pos),) + a.shape[d + 1:], a.vma)]
+
+    def draw(self, draw, ctx, scope):
+        xs = [v for v in scope.floats(min_rank=1) if 0 not in scope.visible[v].shape]
+        if not xs:
+            return None
+        a = scope.pick(draw, xs)
+        shape = scope.visible[a].shape
+        e = {"op": self.name, "args": [a], "outs": [scope.new_var()], "axis": draw(st.integers(0, len(shape) - 1)),
+             "window": draw(st.integers(1, 3)), "stride": draw(st.integers(1, 2)), "lo": draw(st.integers(0, 2)),
+             "hi": draw(st.integers(0, 2)), "base_dilation": draw(st.sampled_from([1, 1, 2])),
+             "window_dilation": draw(st.sampled_from([1, 1, 2]))}
+        n = shape[e["axis"]]
+        pos = self.positions(n, e)
+        if len(pos) == 0 or not self.windows_ok(pos):
+            e.update(window=min(e["window"], n), lo=0, hi=0, base_dilation=1, window_dilation=1)
+        return e
+
+    def windows_ok(self, pos: np.ndarray) -> bool:
+        """Whether these windows are valid (all: the sum's init value is a 0 like any other)."""
+        return True
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        xp, x = r.xp, xs[0]
+        pos = len(ctx.axes) + eqn["axis"]
+        idx = self.positions(x.shape[pos], eqn)
+        n = x.shape[pos]
+        fill = xp.full(x.shape[:pos] + (1,) + x.shape[pos + 1:], self.init, x.dtype)
+        y = xp.take(xp.concatenate([x, fill], axis=pos), np.where(idx < 0, n, idx).reshape(-1), axis=pos)
+        y = y.reshape(x.shape[:pos] + idx.shape + x.shape[pos + 1:])
+        return [self.reduce(xp, y, pos + 1)]
+
+    def reduce(self, xp, y, axis):
+        return xp.sum(y, axis=axis)
+
+    def expr(self, rr, eqn, a, ctx):
+        # rank-polymorphic: one function may be called on values of other ranks (under vmap)
+        d, x = rr.int(eqn["axis"]), a[0]
+
+        def per_dim(key, one="1"):
+            v = rr.int(eqn[key])
+            return f"tuple({v} if _d == {d} else {one} for _d in range({x}.ndim))" if v != one else f"({one},) * {x}.ndim"
+
+        lo, hi = rr.int(eqn["lo"]), rr.int(eqn["hi"])
+        pad = (f"tuple(({lo}, {hi}) if _d == {d} else (0, 0) for _d in range({x}.ndim))" if (lo, hi) != ("0", "0")
+               else "'VALID'")
+        dil = "".join(f", {k}={per_dim(k)}" for k in ("base_dilation", "window_dilation") if rr.int(eqn[k]) != "1")
+        return (f"jax.lax.reduce_window({x}, {self.init_source}, {self.lax_fn}, {per_dim('window')}, "
+                f"{per_dim('stride')}, {pad}{dil})")
+
+    init_source = "0.0"
+
+
+class ReduceWindowSum(ReduceWindow):
+    name = "reduce_window_sum"
+    feature_names = ("reduce_window_sum",)
+
+
+class ReduceWindowMax(ReduceWindow):
+    """The max of each window; never under a derivative (ties), and every window holds an operand element
+    (a window of init values only would be -inf, which later ops turn into NaN)."""
+
+    name = "reduce_window_max"
+    feature_names = ("reduce_window_max",)
+    grad_ok = False
+    init = -np.inf
+    init_source = "-jnp.inf"
+    lax_fn = "jax.lax.max"
+
+    def windows_ok(self, pos):
+        return bool((pos >= 0).any(axis=1).all())
+
+    def reduce(self, xp, y, axis):
+        return xp.max(y, axis=axis)
+
+
 class Sort(Scan):
     name = "sort"
     feature_names = ("sort",)
@@ -89,4 +203,4 @@ class Sort(Scan):
         return f"jnp.sort({a[0]}, axis={rr.int(eqn['axis'])})"
 
 
-OPS = (Cumsum(), Cumprod(), Cummax(), Sort())
+OPS = (Cumsum(), Cumprod(), Cummax(), ReduceWindowSum(), ReduceWindowMax(), Sort())
