@@ -122,6 +122,7 @@ class _Gen:
         # moves data along a dim (Op.along), see _Gen.annotate
         self.annotators = [op for op in O.REGISTRY.values() if _defines(op, "as_constraint") and op.name not in disabled]
         self.drawn_op = None  # the op of the equation equation() drew last (None: a nested call)
+        self.drawn_eqn = None  # ... and its equation (reading the annotated operand, see annotate)
         # some glue is valid everywhere: a call's arguments need not be safe values (see _safe)
         self.glue_always = any(op.grad_ok and op.explicit_ok for op in self.glues)
         # ops that convert a value of another dtype to float32 (Op.as_float32): see function
@@ -399,13 +400,13 @@ class _Gen:
         local = dict(zip(params, param_types))
         eqns = []
         new_vars: list = []
-        last = None  # the op of the equation just drawn (None after a nested call)
+        last = last_eqn = None  # the op of the equation just drawn and its equation (None after a nested call)
         call_first = differentiated and draw(st.booleans())
         for k in range(draw(st.integers(1, self.max_eqns))):
             visible = {**env, **local}
             order = list(reversed(new_vars)) + params + [v for v in env if v not in local]
             drawn = self.equation(ctx, visible, order, depth, last, call_first=call_first and k == 0,
-                                  local=frozenset(local) if ctx.in_grad else None)
+                                  local=frozenset(local) if ctx.in_grad else None, last_eqn=last_eqn)
             if not drawn:
                 break  # nothing this program may draw applies here: the identity path
             for e, outs in drawn:
@@ -413,7 +414,7 @@ class _Gen:
                 for v, t in outs:
                     local[v] = t
                     new_vars.append(v)
-            last = self.drawn_op  # (not an annotation put after it: see annotate)
+            last, last_eqn = self.drawn_op, self.drawn_eqn  # (not an annotation put after it: see annotate)
         # results are the values nothing here reads yet (the sinks), the MAX_SINKS most recent,
         # so that every equation feeds a result: dead code hides the bugs of the values it
         # computes (mutants of the seeded-bug benchmark stayed silent that way). A sink of
@@ -584,7 +585,7 @@ class _Gen:
         return None
 
     def equation(self, ctx: T.Ctx, visible: dict, order: list, depth: int, last=None, call_first=False,
-                 local: frozenset | None = None) -> list:
+                 local: frozenset | None = None, last_eqn: dict | None = None) -> list:
         """Equations over visible variables (``order``: most recent first): [(eqn, [(var, Ty)])].
 
         Usually one (an op may put a prelude first, e.g. a start index); [] when no op or
@@ -598,6 +599,14 @@ class _Gen:
         one op's sharding rule meets its own output (otherwise a chain of one op is
         about one equation pair in 2,000, the op's share squared).
 
+        ``last_eqn``: that op's equation. One time in eight a *twin* of it is drawn instead:
+        another op of its family with the same parameters (:func:`twins`) on the same operands,
+        as real code computes a sum and a max pooling, or a sin and a cos, of one value. A
+        compiler keys what it shares between ops (a common subexpression, the SPMD
+        partitioner's padded halo of a windowed op) by the ops' parameters, and two ops that
+        agree in all but one are where such a key can be too coarse (a campaign's twin
+        reduce_window_sum / reduce_window_max on a split dim: corpus/differential-...).
+
         ``call_first``: a nested call where one may be drawn (see :meth:`function`).
         ``local``: under a derivative, the function's own values (``Scope.local``, see Scope.pick).
         """
@@ -605,6 +614,14 @@ class _Gen:
         scope = Scope(visible, order, self.caps, self.disabled, self.var, self.tag,
                       lambda e: T.eqn_types(e, [scope.visible[a] for a in e["args"]], ctx), MAX_ELEMENTS, MAX_RANK)
         scope.local = local
+        if last_eqn is not None and draw(st.integers(0, 7)) == 7:
+            sibs = [op for op in twins(last) if op.name not in self.disabled and not T.context_refusal(op, ctx)]
+            if sibs:
+                op = draw(st.sampled_from(sibs))
+                e = {**last_eqn, "op": op.name, "outs": [self.var() for _ in last_eqn["outs"]]}
+                if scope.valid(e):
+                    self.drawn_op, self.drawn_eqn = op, e
+                    return self._typed([e], ctx, scope.visible)
         if last is not None and last.name not in self.disabled and not T.context_refusal(last, ctx) \
                 and draw(st.integers(0, 3)) == 3:
             scope.chained = True
@@ -652,14 +669,15 @@ class _Gen:
         """A nested call (:meth:`nested_call`); after it, no op is the one just drawn (its body's
         equations set ``drawn_op`` while they are drawn)."""
         e = self.nested_call(ctx, scope, depth)
-        self.drawn_op = None
+        self.drawn_op = self.drawn_eqn = None
         return e
 
     def _drawn(self, op, got, ctx: T.Ctx, scope: Scope) -> list:
         """The typed equations of ``op``'s draw (an equation or a list), annotated (:meth:`annotate`)."""
         self.drawn_op = op
-        eqns = got if isinstance(got, list) else [got]
-        return self._typed(self.annotate(op, eqns, ctx, scope), ctx, scope.visible)
+        eqns = self.annotate(op, got if isinstance(got, list) else [got], ctx, scope)
+        self.drawn_eqn = [e for e in eqns if e["op"] == op.name][-1]
+        return self._typed(eqns, ctx, scope.visible)
 
     def annotate(self, op, eqns: list, ctx: T.Ctx, scope: Scope) -> list:
         """``eqns`` (an op's draw, the op's equation last), half of the time with a sharding
@@ -745,6 +763,17 @@ def _reads(eqns: list) -> set:
 def _some(draw, items: list, max_size: int) -> list:
     """Up to ``max_size`` distinct items (none first, so that shrinking drops them)."""
     return draw(st.lists(st.sampled_from(items), max_size=max_size, unique=True)) if items else []
+
+
+def twins(op) -> list:
+    """The other ops of ``op``'s family with the same arguments and parameters (their names and
+    schemas), in registry order: e.g. sin, cos, tanh, neg; add, sub, mul, maximum; psum, pmax,
+    pmin, pmean; reduce_window_sum, reduce_window_max. [] for None (a nested call) and for an op
+    without parameters of a family of one."""
+    if op is None:
+        return []
+    return [o for o in O.family(op.family)
+            if o is not op and o.n_args == op.n_args and o.n_outs == op.n_outs and o.params == op.params]
 
 
 def _defines(op, method: str) -> bool:
