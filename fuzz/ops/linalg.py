@@ -1,16 +1,27 @@
-"""Linear algebra: ``matmul`` (``a @ b``, ``b`` of rank 2) and ``transpose`` (all dims reversed).
+"""Linear algebra: ``matmul`` (``a @ b``, ``b`` of rank 2), ``transpose`` (all dims reversed) and ``conv``
+(``lax.conv_general_dilated`` along one dim with a seeded kernel).
 
 Dtypes: ``matmul`` of two float32, bfloat16, float16 or int32 operands of one dtype, the
 result in that dtype (jnp.matmul without ``preferred_element_type``). XLA CPU computes a
 bfloat16 dot in float32 and rounds the result once (compiled HLO measured on jax 0.10.2:
 converts around an f32 dot), as the NumPy reference does (:func:`fuzz.ops.base.compute`);
 int32 accumulates in int32, wrapping, in both. ``transpose`` moves any dtype.
+
+``conv`` is a one-channel convolution of a float32 value along dim ``axis`` with the kernel
+``weights(seed, (window,))`` (fuzz.reference.weights): the dim is moved last, the others
+folded into the batch dim, and ``lax.conv_general_dilated`` computes, per XLA's Conv
+(https://openxla.org/xla/operation_semantics#conv, a correlation: the kernel is not flipped),
+``out[k] = sum_j w[j] * x'[k * stride + j * rhs_dilation]`` where ``x'`` is ``x`` with
+``lhs_dilation - 1`` zeros between elements and ``lo`` / ``hi`` zeros around them: the windows
+of ``reduce_window_sum`` (fuzz/ops/scans.py), weighted. XLA's SPMD partitioner splits a
+convolution's spatial dim with halo exchanges of its own (``PartitionConvolution``).
 """
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import strategies as st
 
-from fuzz.ops.base import NUMERIC, VALUE_DTYPES, ExprOp, Ty, compute, require, same_dtype
+from fuzz.ops.base import DIM, NUMERIC, SEED, VALUE_DTYPES, ExprOp, Ty, compute, int_schema, require, same_dtype
 
 
 class Matmul(ExprOp):
@@ -72,4 +83,74 @@ class Transpose(ExprOp):
         return f"jnp.transpose({a[0]})"
 
 
-OPS = (Matmul(), Transpose())
+class Conv(ExprOp):
+    """``conv`` (see the module docstring): float32 ``x`` of rank >= 1 without empty dims; the result has
+    ``x``'s shape but dim ``axis``, of ``(lo + hi + (n - 1) * lhs_dilation + 1 - ((window - 1) * rhs_dilation
+    + 1)) // stride + 1`` elements (at least 1)."""
+
+    name = "conv"
+    family = "matmul"
+    explicit_ok = False
+    along_param = "axis"
+    params = {"axis": DIM, "window": int_schema(1, 4), "stride": int_schema(1, 3), "lo": int_schema(0, 3),
+              "hi": int_schema(0, 3), "lhs_dilation": int_schema(1, 3), "rhs_dilation": int_schema(1, 3),
+              "seed": SEED}
+    feature_names = ("conv_general_dilated",)
+
+    @staticmethod
+    def windows(n: int, e: dict):
+        """The operand index each output element's kernel taps read, -1 for a zero (see ReduceWindow.positions)."""
+        from fuzz.ops.scans import ReduceWindow
+
+        return ReduceWindow.positions(n, {"window": e["window"], "stride": e["stride"], "lo": e["lo"], "hi": e["hi"],
+                                          "base_dilation": e["lhs_dilation"], "window_dilation": e["rhs_dilation"]})
+
+    def types(self, eqn, args, ctx):
+        (a,) = args
+        d = eqn["axis"]
+        require(0 <= d < a.rank, f"conv axis {d} out of range for rank {a.rank}")
+        require(0 not in a.shape, f"conv of an empty array {a.shape}")
+        out = len(self.windows(a.shape[d], eqn))
+        require(out >= 1, f"conv's kernel is longer than the padded dim {a.shape[d]}")
+        return [Ty(a.shape[:d] + (out,) + a.shape[d + 1:], a.vma)]
+
+    def draw(self, draw, ctx, scope):
+        xs = [v for v in scope.floats(min_rank=1) if 0 not in scope.visible[v].shape]
+        if not xs:
+            return None
+        a = scope.pick(draw, xs)
+        shape = scope.visible[a].shape
+        e = {"op": self.name, "args": [a], "outs": [scope.new_var()], "axis": draw(st.integers(0, len(shape) - 1)),
+             "window": draw(st.integers(1, 3)), "stride": draw(st.integers(1, 2)), "lo": draw(st.integers(0, 2)),
+             "hi": draw(st.integers(0, 2)), "lhs_dilation": draw(st.sampled_from([1, 1, 2])),
+             "rhs_dilation": draw(st.sampled_from([1, 1, 2])), "seed": draw(st.integers(0, 255))}
+        if len(self.windows(shape[e["axis"]], e)) == 0:
+            e.update(window=1, rhs_dilation=1)
+        return e
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        from fuzz.reference import weights
+
+        xp, x = r.xp, xs[0]
+        pos = len(ctx.axes) + eqn["axis"]
+        idx = self.windows(x.shape[pos], eqn)
+        n = x.shape[pos]
+        zero = xp.zeros(x.shape[:pos] + (1,) + x.shape[pos + 1:], x.dtype)
+        y = xp.take(xp.concatenate([x, zero], axis=pos), np.where(idx < 0, n, idx).reshape(-1), axis=pos)
+        y = y.reshape(x.shape[:pos] + idx.shape + x.shape[pos + 1:])
+        w = weights(eqn["seed"], (eqn["window"],)).reshape((eqn["window"],) + (1,) * (x.ndim - pos - 1))
+        return [xp.sum(y * w, axis=pos + 1)]
+
+    def expr(self, rr, eqn, a, ctx):
+        # rank-polymorphic (one function's source serves calls under vmap): the dim moved last, the others
+        # folded into conv's batch dim and back
+        rr.helpers.add("weights")
+        d, k = rr.int(eqn["axis"]), rr.int(eqn["window"])
+        conv = (f"jax.lax.conv_general_dilated(_y.reshape(-1, 1, _y.shape[-1]), "
+                f"weights({rr.int(eqn['seed'])}, ({k},)).reshape(1, 1, {k}), ({rr.int(eqn['stride'])},), "
+                f"[({rr.int(eqn['lo'])}, {rr.int(eqn['hi'])})], lhs_dilation=({rr.int(eqn['lhs_dilation'])},), "
+                f"rhs_dilation=({rr.int(eqn['rhs_dilation'])},))")
+        return f"(lambda _y: jnp.moveaxis({conv}.reshape(_y.shape[:-1] + (-1,)), -1, {d}))(jnp.moveaxis({a[0]}, {d}, -1))"
+
+
+OPS = (Matmul(), Transpose(), Conv())
