@@ -18,10 +18,10 @@ convolution's spatial dim with halo exchanges of its own (``PartitionConvolution
 """
 from __future__ import annotations
 
-import numpy as np
 from hypothesis import strategies as st
 
 from fuzz.ops.base import DIM, NUMERIC, SEED, VALUE_DTYPES, ExprOp, Ty, compute, int_schema, require, same_dtype
+from fuzz.ops.scans import ReduceWindow
 
 
 class Matmul(ExprOp):
@@ -100,8 +100,6 @@ class Conv(ExprOp):
     @staticmethod
     def windows(n: int, e: dict):
         """The operand index each output element's kernel taps read, -1 for a zero (see ReduceWindow.positions)."""
-        from fuzz.ops.scans import ReduceWindow
-
         return ReduceWindow.positions(n, {"window": e["window"], "stride": e["stride"], "lo": e["lo"], "hi": e["hi"],
                                           "base_dilation": e["lhs_dilation"], "window_dilation": e["rhs_dilation"]})
 
@@ -131,15 +129,11 @@ class Conv(ExprOp):
     def reference(self, r, eqn, xs, ts, ctx):
         from fuzz.reference import weights
 
-        xp, x = r.xp, xs[0]
+        x = xs[0]
         pos = len(ctx.axes) + eqn["axis"]
-        idx = self.windows(x.shape[pos], eqn)
-        n = x.shape[pos]
-        zero = xp.zeros(x.shape[:pos] + (1,) + x.shape[pos + 1:], x.dtype)
-        y = xp.take(xp.concatenate([x, zero], axis=pos), np.where(idx < 0, n, idx).reshape(-1), axis=pos)
-        y = y.reshape(x.shape[:pos] + idx.shape + x.shape[pos + 1:])
+        y = ReduceWindow.gather(r.xp, x, pos, self.windows(x.shape[pos], eqn), 0.0)
         w = weights(eqn["seed"], (eqn["window"],)).reshape((eqn["window"],) + (1,) * (x.ndim - pos - 1))
-        return [xp.sum(y * w, axis=pos + 1)]
+        return [r.xp.sum(y * w, axis=pos + 1)]
 
     def expr(self, rr, eqn, a, ctx):
         # rank-polymorphic (one function's source serves calls under vmap): the dim moved last, the others

@@ -135,15 +135,20 @@ class ReduceWindow(AlongAxis):
         """Whether these windows are valid (all: the sum's init value is a 0 like any other)."""
         return True
 
-    def reference(self, r, eqn, xs, ts, ctx):
-        xp, x = r.xp, xs[0]
-        pos = len(ctx.axes) + eqn["axis"]
-        idx = self.positions(x.shape[pos], eqn)
+    @staticmethod
+    def gather(xp, x, pos: int, idx: np.ndarray, init: float):
+        """The windows of ``x`` along dim ``pos``: shape ``x.shape[:pos] + idx.shape + x.shape[pos + 1:]``,
+        ``init`` where ``idx`` (:meth:`positions`) is -1."""
         n = x.shape[pos]
-        fill = xp.full(x.shape[:pos] + (1,) + x.shape[pos + 1:], self.init, x.dtype)
+        fill = xp.full(x.shape[:pos] + (1,) + x.shape[pos + 1:], init, x.dtype)
         y = xp.take(xp.concatenate([x, fill], axis=pos), np.where(idx < 0, n, idx).reshape(-1), axis=pos)
-        y = y.reshape(x.shape[:pos] + idx.shape + x.shape[pos + 1:])
-        return [self.reduce(xp, y, pos + 1)]
+        return y.reshape(x.shape[:pos] + idx.shape + x.shape[pos + 1:])
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        x = xs[0]
+        pos = len(ctx.axes) + eqn["axis"]
+        y = self.gather(r.xp, x, pos, self.positions(x.shape[pos], eqn), self.init)
+        return [self.reduce(r.xp, y, pos + 1)]
 
     def reduce(self, xp, y, axis):
         return xp.sum(y, axis=axis)
