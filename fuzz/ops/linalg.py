@@ -140,10 +140,11 @@ class Conv(ExprOp):
         # folded into conv's batch dim and back
         rr.helpers.add("weights")
         d, k = rr.int(eqn["axis"]), rr.int(eqn["window"])
+        dil = "".join(f", {key}=({rr.int(eqn[key])},)" for key in ("lhs_dilation", "rhs_dilation")
+                      if rr.int(eqn[key]) != "1")  # (1: conv_general_dilated's default)
         conv = (f"jax.lax.conv_general_dilated(_y.reshape(-1, 1, _y.shape[-1]), "
                 f"weights({rr.int(eqn['seed'])}, ({k},)).reshape(1, 1, {k}), ({rr.int(eqn['stride'])},), "
-                f"[({rr.int(eqn['lo'])}, {rr.int(eqn['hi'])})], lhs_dilation=({rr.int(eqn['lhs_dilation'])},), "
-                f"rhs_dilation=({rr.int(eqn['rhs_dilation'])},))")
+                f"[({rr.int(eqn['lo'])}, {rr.int(eqn['hi'])})]{dil})")
         return f"(lambda _y: jnp.moveaxis({conv}.reshape(_y.shape[:-1] + (-1,)), -1, {d}))(jnp.moveaxis({a[0]}, {d}, -1))"
 
 
