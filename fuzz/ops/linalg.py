@@ -108,6 +108,8 @@ class Conv(ExprOp):
         d = eqn["axis"]
         require(0 <= d < a.rank, f"conv axis {d} out of range for rank {a.rank}")
         require(0 not in a.shape, f"conv of an empty array {a.shape}")
+        require(min(eqn[k] for k in ("window", "stride", "lhs_dilation", "rhs_dilation")) >= 1
+                and min(eqn["lo"], eqn["hi"]) >= 0, "conv with a window, stride or dilation < 1 or padding < 0")
         out = len(self.windows(a.shape[d], eqn))
         require(out >= 1, f"conv's kernel is longer than the padded dim {a.shape[d]}")
         return [Ty(a.shape[:d] + (out,) + a.shape[d + 1:], a.vma)]

@@ -110,6 +110,8 @@ class ReduceWindow(AlongAxis):
         d = eqn["axis"]
         require(0 <= d < a.rank, f"{self.name} axis {d} out of range for rank {a.rank}")
         require(a.shape[d] >= 1, f"{self.name} along an empty dim")
+        require(min(eqn[k] for k in ("window", "stride", "base_dilation", "window_dilation")) >= 1
+                and min(eqn["lo"], eqn["hi"]) >= 0, f"{self.name} with a window, stride or dilation < 1 or padding < 0")
         pos = self.positions(a.shape[d], eqn)
         require(len(pos) >= 1, f"{self.name}'s window is longer than the padded dim {a.shape[d]}")
         require(self.windows_ok(pos), f"{self.name} has a window of init values only")
