@@ -604,8 +604,8 @@ class _Gen:
         as real code computes a sum and a max pooling, or a sin and a cos, of one value. A
         compiler keys what it shares between ops (a common subexpression, the SPMD
         partitioner's padded halo of a windowed op) by the ops' parameters, and two ops that
-        agree in all but one are where such a key can be too coarse (a campaign's twin
-        reduce_window_sum / reduce_window_max on a split dim: corpus/differential-...).
+        agree in all but one are where such a key can be too coarse (a reduce_window_sum and
+        a reduce_window_max of one split operand share one padded halo: corpus/differential-d2dab0ade064.json).
 
         ``call_first``: a nested call where one may be drawn (see :meth:`function`).
         ``local``: under a derivative, the function's own values (``Scope.local``, see Scope.pick).

@@ -85,7 +85,7 @@ def windows_program(split=False):
     if split:  # the windowed dim split over the mesh before each op (halo exchanges between shards)
         c = [eqn("with_sharding_constraint", ["a"], ["c"], axes=["x"], dim=1)]
         # (sums and maxes apart: XLA shares one padded halo between windows of one shape, whatever
-        # their init values, see corpus/differential-...)
+        # their init values, see corpus/differential-d2dab0ade064.json)
         functions.update(f3=body("c", ("sum",), c), f4=body("c", ("max",), c), f5=body("c", ("conv",), c),
                          f6=loss("c", c))
         calls += [call(f, [JIT], ["x0"]) for f in ("f3", "f4", "f5")] + [call("f6", [JIT, GRAD], ["x0"])]
