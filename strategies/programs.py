@@ -53,6 +53,9 @@ DIFFERENTIATING = ("grad", "value_and_grad") + T.LINEARIZED + T.JACOBIANS
 # and slower per program, for few more live equations (see _Gen.function)
 MAX_SINKS = 4
 JAC_MAX_ARG = 16  # elements of the argument a Jacobian is drawn for (the result has out.size * arg.size)
+# the largest rank of a Jacobian's results (the schema's specs have at most 8 dims; room for two
+# enclosing vmaps or maps, each adding one)
+JAC_MAX_RANK = 6
 
 
 @st.composite
@@ -366,6 +369,14 @@ class _Gen:
             in_grad_chain=in_grad_chain or is_grad,
             differentiated=differentiated or t["kind"] in DIFFERENTIATING,
             scan_body=[a for a, ax in zip(inner_args, t["in_axes"]) if ax is None] if t["kind"] == "scan" else None)
+        if t["kind"] in T.JACOBIANS and max((r.rank for r in inner_results), default=0) \
+                + args[t["argnums"][0]].rank > JAC_MAX_RANK:
+            # a Jacobian adds its argument's dims to every result: nested ones (a Hessian of a
+            # Jacobian) passed the schema's 8 dims of a spec (a campaign's test drew
+            # jacrev(jit(jacrev(jacrev(f)))) with results of rank 9); a jit, which keeps the
+            # body's types and refuses nothing a Jacobian's body may hold, takes its place
+            t = {"kind": "jit"}
+            inner_ctx, inner_args = T.enter(t, ctx, args)
         self.transform_out(t, ctx, inner_ctx, inner_results, inner_args)
         return [t] + rest, fn, T.exit_(t, ctx, inner_ctx, args, inner_results)
 

@@ -373,3 +373,27 @@ def test_the_generator_draws_each_new_transform():
 
     check()
     assert all(seen[k] > 0 for k in NEW), seen
+
+
+def test_nested_jacobians_stay_within_the_spec_rank():
+    """Jacobians of Jacobians add their arguments' dims each time: the generator keeps every result
+    within the schema's 8 dims of a spec (strategies.programs.JAC_MAX_RANK; a derandomized run drew
+    jacrev(jit(jacrev(jacrev(f)))) with results of rank 9 before), and a reshape of a value of more
+    dims than its own schema allows draws fewer dims (it drew 7)."""
+    import fuzz.ops as O
+
+    keep = {"broadcast", "sin", "reshape"}
+    disabled = frozenset(n for n in O.REGISTRY if n not in keep) | {"shard_map", "vmap", "grad", "value_and_grad",
+                                                                    "vjp", "jvp", "linearize", "checkpoint", "map",
+                                                                    "cond", "fori_loop", "while_loop", "scan"}
+    ranks = []
+
+    @settings(max_examples=40, database=None, deadline=None)
+    @given(programs(disabled=disabled))
+    def check(p):
+        validate_program(p)
+        ranks.extend(len(s) for c in p["functions"].values() for e in c["eqns"] if e["op"] == "call"
+                     for t in e["transforms"] for s in t.get("out_specs") or [] if s is not None)
+
+    check()
+    assert ranks and max(ranks) >= 5, ranks  # (Jacobians of rank >= 1 arguments were drawn)

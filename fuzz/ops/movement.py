@@ -230,7 +230,8 @@ class Reshape(ExprOp):
         if len(shape) < scope.max_rank:
             options += [shape[:d] + [1] + shape[d:] for d in range(len(shape) + 1)]  # a unit dim
         options += [shape[:d] + shape[d + 1:] for d in range(len(shape)) if shape[d] == 1]  # drop one
-        dims = list(draw(st.sampled_from(options)))
+        max_dims = self.params["dims"]["maxItems"]  # (a Jacobian's result may have more dims than that)
+        dims = list(draw(st.sampled_from([o for o in options if len(o) <= max_dims])))
         if len(dims) > 1 and math.prod(shape) > 0 and draw(st.booleans()):
             dims[draw(st.integers(0, len(dims) - 1))] = -1
         return {"op": self.name, "args": [a], "outs": [scope.new_var()], "dims": dims}
