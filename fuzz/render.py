@@ -124,12 +124,17 @@ _AUTO_AXES_SRC = [
     "        ys = jax.sharding.auto_axes(lambda *b: tuple(f(*b)), out_sharding=out_specs)(*a)",
     "        return tuple(jax.sharding.reshard(y, P()) for y in ys)",
     "    return g"]
+# a window's parameters on one dim of any rank (fuzz/ops/scans.py: one function's source serves calls
+# under vmap, which see lower ranks)
+_ALONG_SRC = [
+    "def along(x, axis, v, other=1):  # v for dim `axis` of x, `other` for its other dims",
+    "    return tuple(v if d == axis else other for d in range(jnp.ndim(x)))"]
 # the helpers _linear_helpers emits, in order: (helper names that need it, its source)
 _HELPER_SOURCES = (({"weights", "vjp", "jvp", "linearize"}, _WEIGHTS_SRC), ({"vjp"}, _VJP_SRC), ({"jvp"}, _JVP_SRC),
                    ({"linearize"}, _LINEARIZE_SRC), ({"lax_map"}, _LAX_MAP_SRC), ({"lax_scan"}, _LAX_SCAN_SRC),
                    ({"jac"}, _JAC_SRC),
                    ({"cond"}, _COND_SRC), ({"fori_loop"}, _FORI_SRC), ({"while_loop"}, _WHILE_SRC),
-                   ({"auto_axes"}, _AUTO_AXES_SRC))
+                   ({"auto_axes"}, _AUTO_AXES_SRC), ({"along"}, _ALONG_SRC))
 _HELPERS = frozenset().union(*(names for names, _ in _HELPER_SOURCES))
 
 

@@ -156,16 +156,17 @@ class ReduceWindow(AlongAxis):
         return xp.sum(y, axis=axis)
 
     def expr(self, rr, eqn, a, ctx):
-        # rank-polymorphic: one function may be called on values of other ranks (under vmap)
+        # rank-polymorphic (one function's source serves calls under vmap): the render helper
+        # along(x, axis, v) gives v for dim `axis` and 1 (or (0, 0)) for the others
+        rr.helpers.add("along")
         d, x = rr.int(eqn["axis"]), a[0]
 
-        def per_dim(key, one="1"):
+        def per_dim(key):
             v = rr.int(eqn[key])
-            return f"tuple({v} if _d == {d} else {one} for _d in range({x}.ndim))" if v != one else f"({one},) * {x}.ndim"
+            return f"along({x}, {d}, {v})" if v != "1" else f"(1,) * {x}.ndim"
 
         lo, hi = rr.int(eqn["lo"]), rr.int(eqn["hi"])
-        pad = (f"tuple(({lo}, {hi}) if _d == {d} else (0, 0) for _d in range({x}.ndim))" if (lo, hi) != ("0", "0")
-               else "'VALID'")
+        pad = f"along({x}, {d}, ({lo}, {hi}), (0, 0))" if (lo, hi) != ("0", "0") else "'VALID'"
         dil = "".join(f", {k}={per_dim(k)}" for k in ("base_dilation", "window_dilation") if rr.int(eqn[k]) != "1")
         return (f"jax.lax.reduce_window({x}, {self.init_source}, {self.lax_fn}, {per_dim('window')}, "
                 f"{per_dim('stride')}, {pad}{dil})")
