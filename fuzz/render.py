@@ -129,12 +129,19 @@ _AUTO_AXES_SRC = [
 _ALONG_SRC = [
     "def along(x, axis, v, other=1):  # v for dim `axis` of x, `other` for its other dims",
     "    return tuple(v if d == axis else other for d in range(jnp.ndim(x)))"]
+# a one-channel convolution along one dim of any rank (fuzz/ops/linalg.py: conv)
+_CONV_SRC = [
+    "def conv_along(x, axis, kernel, stride, padding, **dilations):  # lax.conv_general_dilated along dim `axis`",
+    "    y = jnp.moveaxis(x, axis, -1)  # (the other dims are the batch)",
+    "    out = jax.lax.conv_general_dilated(y.reshape(-1, 1, y.shape[-1]), jnp.reshape(kernel, (1, 1, -1)),",
+    "                                       (stride,), [padding], **dilations)",
+    "    return jnp.moveaxis(out.reshape(y.shape[:-1] + (-1,)), -1, axis)"]
 # the helpers _linear_helpers emits, in order: (helper names that need it, its source)
 _HELPER_SOURCES = (({"weights", "vjp", "jvp", "linearize"}, _WEIGHTS_SRC), ({"vjp"}, _VJP_SRC), ({"jvp"}, _JVP_SRC),
                    ({"linearize"}, _LINEARIZE_SRC), ({"lax_map"}, _LAX_MAP_SRC), ({"lax_scan"}, _LAX_SCAN_SRC),
                    ({"jac"}, _JAC_SRC),
                    ({"cond"}, _COND_SRC), ({"fori_loop"}, _FORI_SRC), ({"while_loop"}, _WHILE_SRC),
-                   ({"auto_axes"}, _AUTO_AXES_SRC), ({"along"}, _ALONG_SRC))
+                   ({"auto_axes"}, _AUTO_AXES_SRC), ({"along"}, _ALONG_SRC), ({"conv"}, _CONV_SRC))
 _HELPERS = frozenset().union(*(names for names, _ in _HELPER_SOURCES))
 
 

@@ -138,16 +138,14 @@ class Conv(ExprOp):
         return [r.xp.sum(y * w, axis=pos + 1)]
 
     def expr(self, rr, eqn, a, ctx):
-        # rank-polymorphic (one function's source serves calls under vmap): the dim moved last, the others
-        # folded into conv's batch dim and back
-        rr.helpers.add("weights")
-        d, k = rr.int(eqn["axis"]), rr.int(eqn["window"])
+        # rank-polymorphic (one function's source serves calls under vmap): the render helper
+        # conv_along moves the dim last and folds the others into the batch dim, and back
+        rr.helpers.update({"weights", "conv"})
+        k = rr.int(eqn["window"])
         dil = "".join(f", {key}=({rr.int(eqn[key])},)" for key in ("lhs_dilation", "rhs_dilation")
                       if rr.int(eqn[key]) != "1")  # (1: conv_general_dilated's default)
-        conv = (f"jax.lax.conv_general_dilated(_y.reshape(-1, 1, _y.shape[-1]), "
-                f"weights({rr.int(eqn['seed'])}, ({k},)).reshape(1, 1, {k}), ({rr.int(eqn['stride'])},), "
-                f"[({rr.int(eqn['lo'])}, {rr.int(eqn['hi'])})]{dil})")
-        return f"(lambda _y: jnp.moveaxis({conv}.reshape(_y.shape[:-1] + (-1,)), -1, {d}))(jnp.moveaxis({a[0]}, {d}, -1))"
+        return (f"conv_along({a[0]}, {rr.int(eqn['axis'])}, weights({rr.int(eqn['seed'])}, ({k},)), "
+                f"{rr.int(eqn['stride'])}, ({rr.int(eqn['lo'])}, {rr.int(eqn['hi'])}){dil})")
 
 
 OPS = (Matmul(), Transpose(), Conv())
