@@ -165,6 +165,15 @@ DOCS = {
     "device_put": ("jax.device_put", "https://docs.jax.dev/en/latest/_autosummary/jax.device_put.html",
                    "places a value with a sharding; under jit it acts as a sharding annotation and does not change "
                    "the value"),
+    "reduce_window": ("jax.lax.reduce_window", "https://docs.jax.dev/en/latest/_autosummary/jax.lax.reduce_window.html",
+                      "reduces each window of the (base-dilated, padded) operand with `computation` from "
+                      "`init_value`: XLA's ReduceWindow (https://openxla.org/xla/operation_semantics#reducewindow), "
+                      "where padding and dilation holes hold the init value"),
+    "conv_general_dilated": ("jax.lax.conv_general_dilated",
+                             "https://docs.jax.dev/en/latest/_autosummary/jax.lax.conv_general_dilated.html",
+                             "a general convolution (a correlation: the kernel is not flipped) with strides, "
+                             "padding and lhs / rhs dilation: XLA's Conv "
+                             "(https://openxla.org/xla/operation_semantics#conv)"),
     "dtypes": ("Type promotion semantics", "https://docs.jax.dev/en/latest/type_promotion.html",
                "binary operations on operands of one dtype keep that dtype; `astype` converts between dtypes"),
 }
@@ -590,6 +599,10 @@ def feature_docs(program: dict) -> list:
         keys.insert(1 if keys[:1] == ["jit"] else 0, "jit_shardings")
     if any(n.startswith("pure_callback") for n in names):  # its features name the vmap_method
         keys.append("pure_callback")
+    if names & {"reduce_window_sum", "reduce_window_max"}:
+        keys.append("reduce_window")
+    if "conv_general_dilated" in names:
+        keys.append("conv_general_dilated")
     if names & {"bfloat16", "float16", "int32", "bool"}:
         keys.append("dtypes")
     if any(n.startswith("io_callback") for n in names):
