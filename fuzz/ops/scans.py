@@ -92,7 +92,8 @@ class ReduceWindow(AlongAxis):
     family = "scan"
     params = {"axis": DIM, "window": int_schema(1, 4), "stride": int_schema(1, 3), "lo": int_schema(0, 3),
               "hi": int_schema(0, 3), "base_dilation": int_schema(1, 3), "window_dilation": int_schema(1, 3)}
-    init = 0.0  # the reduction's identity
+    init = 0.0  # the reduction's identity, and its source
+    init_source = "0.0"
     lax_fn = "jax.lax.add"
 
     @staticmethod
@@ -170,8 +171,6 @@ class ReduceWindow(AlongAxis):
         dil = "".join(f", {k}={per_dim(k)}" for k in ("base_dilation", "window_dilation") if rr.int(eqn[k]) != "1")
         return (f"jax.lax.reduce_window({x}, {self.init_source}, {self.lax_fn}, {per_dim('window')}, "
                 f"{per_dim('stride')}, {pad}{dil})")
-
-    init_source = "0.0"
 
 
 class ReduceWindowSum(ReduceWindow):
