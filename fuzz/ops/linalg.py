@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from fuzz.ops.base import DIM, NUMERIC, SEED, VALUE_DTYPES, ExprOp, Ty, compute, int_schema, require, same_dtype
-from fuzz.ops.scans import ReduceWindow
+from fuzz.ops.base import NUMERIC, SEED, VALUE_DTYPES, ExprOp, Ty, compute, int_schema, require, same_dtype
+from fuzz.ops.scans import Windowed
 
 
 class Matmul(ExprOp):
@@ -83,57 +83,33 @@ class Transpose(ExprOp):
         return f"jnp.transpose({a[0]})"
 
 
-class Conv(ExprOp):
+class Conv(Windowed):
     """``conv`` (see the module docstring): float32 ``x`` of rank >= 1 without empty dims; the result has
-    ``x``'s shape but dim ``axis``, of ``(lo + hi + (n - 1) * lhs_dilation + 1 - ((window - 1) * rhs_dilation
-    + 1)) // stride + 1`` elements (at least 1)."""
+    ``x``'s shape but dim ``axis``, whose length :class:`fuzz.ops.scans.Windowed` gives (at least 1)."""
 
     name = "conv"
     family = "matmul"
-    explicit_ok = False
-    along_param = "axis"
-    params = {"axis": DIM, "window": int_schema(1, 4), "stride": int_schema(1, 3), "lo": int_schema(0, 3),
-              "hi": int_schema(0, 3), "lhs_dilation": int_schema(1, 3), "rhs_dilation": int_schema(1, 3),
-              "seed": SEED}
+    dilations = ("lhs_dilation", "rhs_dilation")
+    params = {**{k: v for k, v in Windowed.params.items() if k not in Windowed.dilations},
+              "lhs_dilation": int_schema(1, 3), "rhs_dilation": int_schema(1, 3), "seed": SEED}
     feature_names = ("conv_general_dilated",)
 
-    @staticmethod
-    def windows(n: int, e: dict):
-        """The operand index each output element's kernel taps read, -1 for a zero (see ReduceWindow.positions)."""
-        return ReduceWindow.positions(n, {"window": e["window"], "stride": e["stride"], "lo": e["lo"], "hi": e["hi"],
-                                          "base_dilation": e["lhs_dilation"], "window_dilation": e["rhs_dilation"]})
-
     def types(self, eqn, args, ctx):
-        (a,) = args
-        d = eqn["axis"]
-        require(0 <= d < a.rank, f"conv axis {d} out of range for rank {a.rank}")
-        require(0 not in a.shape, f"conv of an empty array {a.shape}")
-        require(min(eqn[k] for k in ("window", "stride", "lhs_dilation", "rhs_dilation")) >= 1
-                and min(eqn["lo"], eqn["hi"]) >= 0, "conv with a window, stride or dilation < 1 or padding < 0")
-        out = len(self.windows(a.shape[d], eqn))
-        require(out >= 1, f"conv's kernel is longer than the padded dim {a.shape[d]}")
-        return [Ty(a.shape[:d] + (out,) + a.shape[d + 1:], a.vma)]
+        require(0 not in args[0].shape, f"conv of an empty array {args[0].shape}")  # (the batch dim is folded)
+        return super().types(eqn, args, ctx)
 
-    def draw(self, draw, ctx, scope):
-        xs = [v for v in scope.floats(min_rank=1) if 0 not in scope.visible[v].shape]
-        if not xs:
-            return None
-        a = scope.pick(draw, xs)
-        shape = scope.visible[a].shape
-        e = {"op": self.name, "args": [a], "outs": [scope.new_var()], "axis": draw(st.integers(0, len(shape) - 1)),
-             "window": draw(st.integers(1, 3)), "stride": draw(st.integers(1, 2)), "lo": draw(st.integers(0, 2)),
-             "hi": draw(st.integers(0, 2)), "lhs_dilation": draw(st.sampled_from([1, 1, 2])),
-             "rhs_dilation": draw(st.sampled_from([1, 1, 2])), "seed": draw(st.integers(0, 255))}
-        if len(self.windows(shape[e["axis"]], e)) == 0:
-            e.update(window=1, rhs_dilation=1)
-        return e
+    def draw_more(self, draw):
+        return {"seed": draw(st.integers(0, 255))}
+
+    def fall_back(self, e, n):
+        e.update(window=1, rhs_dilation=1)
 
     def reference(self, r, eqn, xs, ts, ctx):
         from fuzz.reference import weights
 
         x = xs[0]
         pos = len(ctx.axes) + eqn["axis"]
-        y = ReduceWindow.gather(r.xp, x, pos, self.windows(x.shape[pos], eqn), 0.0)
+        y = self.gather(r.xp, x, pos, self.positions(x.shape[pos], eqn), 0.0)
         w = weights(eqn["seed"], (eqn["window"],)).reshape((eqn["window"],) + (1,) * (x.ndim - pos - 1))
         return [r.xp.sum(y * w, axis=pos + 1)]
 

@@ -85,33 +85,33 @@ class Cummax(Scan):
         return f"jax.lax.cummax({a[0]}, axis={rr.int(eqn['axis'])}, reverse={rr.bool(eqn['reverse'])})"
 
 
-class ReduceWindow(AlongAxis):
-    """A windowed reduction along dim ``axis`` (see the module docstring); float32, the dim's length becomes
-    ``(lo + hi + (n - 1) * base_dilation + 1 - ((window - 1) * window_dilation + 1)) // stride + 1``."""
+class Windowed(AlongAxis):
+    """An op over windows along dim ``axis`` (the windowed reductions here, ``conv`` in linalg.py): ``window``
+    elements ``dilations[1]`` apart, every ``stride``, over the operand with ``dilations[0] - 1`` holes
+    between elements and ``lo`` / ``hi`` around them; the dim's length becomes ``(lo + hi + (n - 1) * d0 + 1
+    - ((window - 1) * d1 + 1)) // stride + 1`` (at least 1). Subclasses name the two dilations as their JAX
+    API does (``dilations``) and may add parameters."""
 
-    family = "scan"
+    dilations = ("base_dilation", "window_dilation")
     params = {"axis": DIM, "window": int_schema(1, 4), "stride": int_schema(1, 3), "lo": int_schema(0, 3),
               "hi": int_schema(0, 3), "base_dilation": int_schema(1, 3), "window_dilation": int_schema(1, 3)}
-    init = 0.0  # the reduction's identity, and its source
-    init_source = "0.0"
-    lax_fn = "jax.lax.add"
 
-    @staticmethod
-    def positions(n: int, e: dict) -> np.ndarray:
-        """int array (windows, window): the operand index each window element reads, -1 for an init value."""
-        padded = e["lo"] + e["hi"] + (n - 1) * e["base_dilation"] + 1
-        extent = (e["window"] - 1) * e["window_dilation"] + 1
+    def positions(self, n: int, e: dict) -> np.ndarray:
+        """int array (windows, window): the operand index each window element reads, -1 for a hole or padding."""
+        base, step = (e[k] for k in self.dilations)
+        padded = e["lo"] + e["hi"] + (n - 1) * base + 1
+        extent = (e["window"] - 1) * step + 1
         out = (padded - extent) // e["stride"] + 1 if padded >= extent else 0
-        p = (np.arange(out)[:, None] * e["stride"] + np.arange(e["window"])[None, :] * e["window_dilation"]) - e["lo"]
-        real = (p >= 0) & (p % e["base_dilation"] == 0) & (p // e["base_dilation"] < n)
-        return np.where(real, p // e["base_dilation"], -1).reshape(out, e["window"])
+        p = (np.arange(out)[:, None] * e["stride"] + np.arange(e["window"])[None, :] * step) - e["lo"]
+        real = (p >= 0) & (p % base == 0) & (p // base < n)
+        return np.where(real, p // base, -1).reshape(out, e["window"])
 
     def types(self, eqn, args, ctx):
         (a,) = args
         d = eqn["axis"]
         require(0 <= d < a.rank, f"{self.name} axis {d} out of range for rank {a.rank}")
         require(a.shape[d] >= 1, f"{self.name} along an empty dim")
-        require(min(eqn[k] for k in ("window", "stride", "base_dilation", "window_dilation")) >= 1
+        require(min(eqn[k] for k in ("window", "stride") + self.dilations) >= 1
                 and min(eqn["lo"], eqn["hi"]) >= 0, f"{self.name} with a window, stride or dilation < 1 or padding < 0")
         pos = self.positions(a.shape[d], eqn)
         require(len(pos) >= 1, f"{self.name}'s window is longer than the padded dim {a.shape[d]}")
@@ -124,18 +124,28 @@ class ReduceWindow(AlongAxis):
             return None
         a = scope.pick(draw, xs)
         shape = scope.visible[a].shape
+        base, step = self.dilations
         e = {"op": self.name, "args": [a], "outs": [scope.new_var()], "axis": draw(st.integers(0, len(shape) - 1)),
              "window": draw(st.integers(1, 3)), "stride": draw(st.integers(1, 2)), "lo": draw(st.integers(0, 2)),
-             "hi": draw(st.integers(0, 2)), "base_dilation": draw(st.sampled_from([1, 1, 2])),
-             "window_dilation": draw(st.sampled_from([1, 1, 2]))}
-        n = shape[e["axis"]]
-        pos = self.positions(n, e)
+             "hi": draw(st.integers(0, 2)), base: draw(st.sampled_from([1, 1, 2])),
+             step: draw(st.sampled_from([1, 1, 2]))}
+        e.update(self.draw_more(draw))
+        pos = self.positions(shape[e["axis"]], e)
         if len(pos) == 0 or not self.windows_ok(pos):
-            e.update(window=min(e["window"], n), lo=0, hi=0, base_dilation=1, window_dilation=1)
+            self.fall_back(e, shape[e["axis"]])
         return e
 
+    def draw_more(self, draw) -> dict:
+        """The subclass's own parameters (none here)."""
+        return {}
+
+    def fall_back(self, e: dict, n: int) -> None:
+        """Make the drawn window ``e`` valid on a dim of ``n`` (when it is longer than the padded dim, or holds
+        no operand element where that is refused): a plain window of at most ``n`` elements."""
+        e.update(window=min(e["window"], n), lo=0, hi=0, **{k: 1 for k in self.dilations})
+
     def windows_ok(self, pos: np.ndarray) -> bool:
-        """Whether these windows are valid (all: the sum's init value is a 0 like any other)."""
+        """Whether these windows are valid (all: a hole or padding is a 0 like any other element)."""
         return True
 
     @staticmethod
@@ -146,6 +156,15 @@ class ReduceWindow(AlongAxis):
         fill = xp.full(x.shape[:pos] + (1,) + x.shape[pos + 1:], init, x.dtype)
         y = xp.take(xp.concatenate([x, fill], axis=pos), np.where(idx < 0, n, idx).reshape(-1), axis=pos)
         return y.reshape(x.shape[:pos] + idx.shape + x.shape[pos + 1:])
+
+
+class ReduceWindow(Windowed):
+    """A windowed reduction along dim ``axis`` (see the module docstring and :class:`Windowed`); float32."""
+
+    family = "scan"
+    init = 0.0  # the reduction's identity, and its source
+    init_source = "0.0"
+    lax_fn = "jax.lax.add"
 
     def reference(self, r, eqn, xs, ts, ctx):
         x = xs[0]
