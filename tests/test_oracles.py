@@ -43,6 +43,34 @@ def test_differential_fires_on_wrong_value(worker):
     assert [(f.oracle, f.kind, f.call) for f in found] == [("differential", "wrong-value", 0)]
 
 
+def chaotic_scan():
+    """lax.scan carrying c -> sum(sin(x1 + c)) over 8 steps, x1 of 16 elements: each step can
+    multiply a last-bit difference by up to 16 (a campaign's false finding, session 28)."""
+    step = fn(["c", "x"], [eqn("add", ["x1", "c"], ["v1"]), eqn("sin", ["v1"], ["v2"]),
+                           eqn("sum", ["v2"], ["v3"], axis=None)], ["v3"])
+    return program(mesh=(("y", 1),), inputs=[("x0", (), 0), ("x1", (16,), 0), ("x2", (8,), 0)],
+                   functions={"f0": step},
+                   calls=[call("f0", [{"kind": "scan", "in_axes": [None, 0], "carry": [0, None]}], ["x0", "x2"])])
+
+
+def test_an_output_that_amplifies_rounding_noise_is_judged_by_how_much(worker):
+    """JAX's values of the chaotic scan differ from NumPy's by more than float32's tolerance
+    (0.18 at 12), within what nudging every op by two ulps moves the reference: no finding; a value
+    off by 1/8 in a well-conditioned program, or by 1000 here, still is one."""
+    from oracles.differential import agree, tolerance
+
+    p = chaotic_scan()
+    out, ref = run(worker, p), evaluate(p)
+    assert not agree(out["calls"][0]["outputs"][0], ref["results"][0][0], tolerance(p)), "no longer differs"
+    assert oracles.judge(p, out, ref) == []
+    out["calls"][0]["outputs"][0] = out["calls"][0]["outputs"][0] + np.float32(1000)
+    assert [(f.oracle, f.kind) for f in oracles.judge(p, out, ref)] == [("differential", "wrong-value")]
+    q = psum_program()
+    out = run(worker, q)
+    out["calls"][0]["outputs"][0] = out["calls"][0]["outputs"][0] + np.float32(0.125)
+    assert ("differential", 0) in [(f.oracle, f.call) for f in oracles.judge(q, out, evaluate(q))]
+
+
 def test_differential_fires_on_wrong_shape(worker):
     p = psum_program()
     ref = evaluate(p)
