@@ -621,12 +621,12 @@ def _expect(values) -> Callable:
 MUTANTS = [
     Mutant("ppermute_batch_inverse", "batching", "lax/parallel.py _ppermute_batcher (fancy_primitive_batchers)",
            "a ppermute over a vmap axis moves each example the inverse way",
-           "vmap(axis_name=i) with ppermute over 'i' alone, axis size >= 3 and a shift that is not its own inverse",
+           "vmap(axis_name=i) with ppermute over 'i' alone, a full permutation that is not its own inverse",
            _apply_ppermute_batch_inverse, _check_ppermute_batch_inverse, _expect([3, 0, 1, 2]),
            _control_ppermute_batch_inverse, _expect([3, 0, 1, 2])),
     Mutant("ppermute_transpose_forward", "transpose", "lax/parallel.py _ppermute_transpose_rule (primitive_transposes)",
            "the transpose of ppermute sends the cotangent along the forward permutation, not its inverse",
-           "grad / vjp through a ppermute (over a mesh or vmap axis) of size >= 3, a shift that is not its own "
+           "grad / vjp through a ppermute (over a mesh or vmap axis) whose permutation is not its own "
            "inverse, and a cotangent that differs between devices / examples",
            _apply_ppermute_transpose_forward, _check_ppermute_transpose_forward, _expect([2, 3, 4, 1]),
            _control_ppermute_transpose_forward, _expect([3, 4, 1, 2])),
@@ -653,8 +653,8 @@ MUTANTS = [
            _control_psum_scatter_transpose_axis0, _expect([[[0, 1], [2, 3], [4, 5], [6, 7]]] * 4)),
     Mutant("ppermute_lowering_multigroup", "lowering", "lax/parallel.py _ppermute_lowering (mlir._lowerings)",
            "ppermute lowers with the inverse permutation when there are several replica groups",
-           "ppermute inside shard_map over one axis of a mesh whose other axes make >= 2 groups, axis size >= 3, "
-           "a shift that is not its own inverse",
+           "ppermute inside shard_map over one axis of a mesh whose other axes make >= 2 groups, a "
+           "permutation that is not its own inverse",
            _apply_ppermute_lowering_multigroup, _check_ppermute_lowering_multigroup,
            _expect([[3, 0, 1, 2], [7, 4, 5, 6]]),
            _control_ppermute_lowering_multigroup, _expect([3, 0, 1, 2])),

@@ -50,7 +50,7 @@ seen) of a caused finding of a value oracle (differential, metamorphic, callback
 **Exposure** (``--exposure N [--hit-rate K]``): N programs drawn by the generator
 (``strategies.programs``, Hypothesis' random phase, no JAX run) are type-checked and
 searched for each mutant's composition (:data:`EXPOSURE`: a static, necessary condition
-such as "a ppermute over a vmap axis of size >= 3 with a shift that is not its own
+such as "a ppermute over a vmap axis with a permutation that is not its own
 inverse"); the share of programs that contain it says how often a campaign can meet the
 mutant at all. With ``--hit-rate K`` up to K of those programs per mutant are run with and
 without the mutant (:func:`hit_rate`): a mutant drawn but not shown is a blind spot of the
@@ -176,8 +176,11 @@ _POSITIONAL = ("jit", "checkpoint", "vmap", "shard_map", "map", "cond", "fori_lo
 _COLLECTIVES = ("psum", "pmean", "pmax", "pmin", "ppermute", "all_gather", "psum_scatter", "all_to_all", "axis_index", "pvary")
 
 
-def _shift_not_involution(e: dict, size: int) -> bool:
-    return size >= 3 and (2 * int(e["shift"])) % size != 0
+def _not_involution(e: dict) -> bool:
+    """Whether a ppermute's ``perm`` differs from its inverse (a full permutation of an axis of size 2
+    never does; a partial one such as [[0, 1]] does)."""
+    pairs = {tuple(p) for p in e["perm"]}
+    return pairs != {(d, s) for s, d in pairs}
 
 
 def _axis_kind(ctx, name: str) -> str:
@@ -241,8 +244,8 @@ def _eqn_exposures(e: dict, ctx, args: list, stack: list, used: bool) -> set:
     varies = bool(names) and names[0] in args[0].vma  # the operand differs along the (first) axis
     if op == "ppermute":
         n = names[0]
-        if _shift_not_involution(e, sizes[n]):
-            if _axis_kind(ctx, n) == "vmap" and varies:
+        if _not_involution(e):
+            if _axis_kind(ctx, n) == "vmap" and varies and len(e["perm"]) == sizes[n]:  # (JAX's batcher asserts a full one)
                 out.add("ppermute_batch_inverse")
             elif _axis_kind(ctx, n) == "mesh" and varies and math.prod(ctx.mesh.values()) // sizes[n] > 1:
                 out.add("ppermute_lowering_multigroup")

@@ -103,7 +103,9 @@ DOCS = {
                     "work under jit, vmap and grad"),
     "collective": ("jax.lax parallel operators", "https://docs.jax.dev/en/latest/jax.lax.html#parallel-operators",
                    "psum, pmax, pmin, pmean, all_gather, psum_scatter, ppermute, all_to_all and axis_index over any "
-                   "axis name bound by an enclosing shard_map or vmap"),
+                   "axis name bound by an enclosing shard_map or vmap; `all_gather(..., to='invarying')` gives a "
+                   "result invariant over a shard_map's manual axis (its transpose is a dynamic_slice); a ppermute "
+                   "index that no (source, destination) pair sends to gets zeros"),
     "explicit_mesh": ("Explicit sharding", "https://docs.jax.dev/en/latest/notebooks/explicit-sharding.html",
                       "a mesh with `AxisType.Explicit` axes, used with `jax.set_mesh` and `jax.sharding.reshard`"),
     "auto_axes": ("Explicit sharding: auto_axes", "https://docs.jax.dev/en/latest/notebooks/explicit-sharding.html",
@@ -177,7 +179,8 @@ DOCS = {
     "dtypes": ("Type promotion semantics", "https://docs.jax.dev/en/latest/type_promotion.html",
                "binary operations on operands of one dtype keep that dtype; `astype` converts between dtypes"),
 }
-_COLLECTIVES = ("psum", "pmax", "pmin", "pmean", "all_gather", "psum_scatter", "ppermute", "all_to_all", "axis_index")
+_COLLECTIVES = ("psum", "pmax", "pmin", "pmean", "all_gather", "all_gather_invariant", "psum_scatter", "ppermute",
+                "all_to_all", "axis_index")
 
 
 class ExportError(Exception):

@@ -17,7 +17,9 @@ reports, see ``fuzz/worker.py``):
   complement named, older experimental shard_map) or ``None``;
 - ``explicit``: whether ``jax.sharding.AxisType.Explicit`` and ``reshard`` exist.
 - ``pvary``: ``"pcast"`` (``jax.lax.pcast(..., to='varying')``, jax >= 0.9.0) or ``"pvary"``
-  (``jax.lax.pvary``, 0.6.1 ... 0.9.x): the explicit cast of the ``pvary`` op.
+  (``jax.lax.pvary``, 0.6.1 ... 0.9.x): the explicit cast of the ``pvary`` op;
+- ``all_gather_invariant``: ``"to"`` (``jax.lax.all_gather(..., to='invarying')``, jax >= 0.9.0)
+  or ``"function"`` (``jax.lax.all_gather_invariant``, 0.6.2 ... 0.8.x).
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from fuzz.typecheck import (CHECKPOINT_POLICIES, JACOBIANS, LOOP_MAX, LOOPS, Pro
                              check_program)
 
 NEWEST_CAPS = {"shard_map": "jax", "check_kw": "check_vma", "partial_manual": "axis_names", "explicit": True,
-               "auto_axes": True, "pvary": "pcast"}
+               "auto_axes": True, "pvary": "pcast", "all_gather_invariant": "to"}
 
 # Helpers of the seeded linear functionals (wsum, vjp, jvp), emitted only when used; the
 # same lines in render() and render_repro(). ``weights`` is fuzz.reference.weights.

@@ -137,6 +137,8 @@ def capabilities(jax) -> dict:
     # the explicit invariant -> varying cast: jax.lax.pcast(x, axes, to='varying') (jax >= 0.9.0)
     # or jax.lax.pvary(x, axes) (0.6.1 ... 0.9.x; removed in 0.10.0), fuzz/ops/collectives.py Pvary
     caps["pvary"] = "pcast" if hasattr(jax.lax, "pcast") else ("pvary" if hasattr(jax.lax, "pvary") else None)
+    caps["all_gather_invariant"] = ("to" if "to" in inspect.signature(jax.lax.all_gather).parameters
+                                    else "function" if hasattr(jax.lax, "all_gather_invariant") else None)
     caps.update(measured_rules(jax, sm, caps))
     return caps
 

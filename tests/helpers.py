@@ -20,6 +20,11 @@ def eqn(op, args, outs, **params):
     return {"op": op, "args": list(args), "outs": list(outs), **params}
 
 
+def ring(n, shift=1):
+    """A ppermute's ``perm`` that shifts device i of an axis of size n to (i + shift) % n."""
+    return [[i, (i + shift) % n] for i in range(n)]
+
+
 def shard_map(in_specs, out_specs, check_vma=True, axis_names=None):
     return {"kind": "shard_map", "in_specs": in_specs, "out_specs": out_specs, "check_vma": check_vma,
             "axis_names": axis_names}

@@ -16,7 +16,7 @@ from fuzz.program import validate_program
 from fuzz.reference import evaluate, make_input
 from fuzz.render import render, render_repro
 from fuzz.typecheck import ProgramError, check_program
-from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap
+from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap, ring
 from strategies.programs import programs
 
 GRAD = {"kind": "grad", "argnums": [0]}
@@ -34,7 +34,7 @@ BODY = fn(["a", "b"], [eqn("sin", ["a"], ["s"]), eqn("mul", ["s", "b"], ["v"]), 
 # shard_map bodies over x: a collective mixes the devices (psum: unvarying; ppermute: a permutation)
 PSUM = fn(["a", "b"], [eqn("sin", ["a"], ["s"]), eqn("mul", ["s", "b"], ["m"]), eqn("psum", ["m"], ["r"], axes=["x"]),
                        eqn("mul", ["a", "b"], ["w"])], ["r", "w"])
-PERMUTE = fn(["a", "b"], [eqn("mul", ["a", "a"], ["m"]), eqn("ppermute", ["m"], ["r"], axes=["x"], shift=1),
+PERMUTE = fn(["a", "b"], [eqn("mul", ["a", "a"], ["m"]), eqn("ppermute", ["m"], ["r"], axes=["x"], perm=ring(2)),
                           eqn("mul", ["r", "b"], ["w"])], ["w"])
 # b unvarying (P()), an output varying through axis_index: (b + index) * b + a
 INDEXED = fn(["a", "b"], [eqn("axis_index", ["b"], ["i"], axes=["x"]), eqn("mul", ["b", "i"], ["w"]),

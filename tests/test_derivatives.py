@@ -12,7 +12,7 @@ import oracles
 from fuzz.reference import Reference, evaluate, make_input, weights
 from fuzz.render import _JVP_SRC, _VJP_SRC, _WEIGHTS_SRC, render, render_repro
 from fuzz.typecheck import ProgramError, check_program
-from helpers import JIT, call, drawn_programs, eqn, fn, program, shard_map, vmap
+from helpers import JIT, call, drawn_programs, eqn, fn, program, shard_map, vmap, ring
 
 
 def run1(p):
@@ -118,7 +118,7 @@ def test_vjp_and_jvp_of_two_outputs_and_two_arguments():
 
 
 def ppermute_body(shift=1):
-    return fn(["b"], [eqn("ppermute", ["b"], ["p"], axes=["x"], shift=shift)], ["p"])
+    return fn(["b"], [eqn("ppermute", ["b"], ["p"], axes=["x"], perm=ring(4, shift))], ["p"])
 
 
 def test_vjp_of_ppermute_is_the_inverse_permutation_of_the_cotangent():
@@ -181,16 +181,17 @@ class WrongPpermuteTranspose(Reference):
     def collective(self, e, x, ctx):
         if e["op"] != "ppermute" or self.xp is np:
             return super().collective(e, x, ctx)
-        jax, jnp = self.jax, self.jnp
-        j = next(k for k, a in enumerate(ctx.axes) if a.name == e["axes"][0])
-        shift = e["shift"]
+        jax = self.jax
+
+        def forward(y):  # the right ppermute, of a value or of a cotangent
+            return super(WrongPpermuteTranspose, self).collective(e, y, ctx)
 
         @jax.custom_vjp
         def permute(y):
-            return jnp.roll(y, shift, axis=j)
+            return forward(y)
 
-        permute.defvjp(lambda y: (permute(y), None),
-                       lambda _, ct: (jnp.roll(ct, shift, axis=j),))  # right: jnp.roll(ct, -shift, axis=j)
+        permute.defvjp(lambda y: (forward(y), None),
+                       lambda _, ct: (forward(ct),))  # right: the inverse permutation of ct
         return permute(x)
 
 
@@ -230,8 +231,26 @@ def test_a_wrong_ppermute_transpose_is_caught_by_vjp(worker):
         ("differential", "wrong-value", 0), ("differential", "wrong-value", 1)]
 
 
+def test_a_partial_ppermute_fills_zeros_and_its_vjp_runs_the_inverse(worker):
+    """A pipeline's send over 2 and 4 devices: index 0 gets zeros (lax.ppermute's docstring), the
+    cotangent goes back along the inverse pairs. Over an axis of size 2 the one full permutation is
+    its own inverse, so only a partial one like [[0, 1]] shows a transpose that forgets to invert."""
+    x = make_input(7, (8,))
+    for n, perm in ((4, [[0, 1], [1, 2], [2, 3]]), (2, [[0, 1]])):
+        body = fn(["b"], [eqn("ppermute", ["b"], ["p"], axes=["x"], perm=perm)], ["p"])
+        chain = [shard_map([[["x"]]], [[["x"]]])]
+        p = program(mesh=(("x", n),), inputs=[("x0", (8,), 7)], functions={"f0": body},
+                    calls=[call("f0", chain, ["x0"]), call("f0", [JIT] + chain, ["x0"]),
+                           call("f0", [JIT, vjp(40)] + chain, ["x0"])])
+        k = 8 // n
+        want = np.concatenate([np.zeros(k, np.float32), x[:-k]])  # block i -> i + 1, the first gets zeros
+        np.testing.assert_array_equal(run1(p)[0], want)
+        assert judged(worker, p, evaluate(p)) == []
+        assert judged(worker, p, WrongPpermuteTranspose(p).evaluate()) == [("differential", "wrong-value", 2)]
+
+
 def test_jax_agrees_with_the_reference_on_jvp_and_vjp_of_collectives(worker):
-    inner = fn(["b", "c"], [eqn("ppermute", ["b"], ["p"], axes=["x"], shift=3),
+    inner = fn(["b", "c"], [eqn("ppermute", ["b"], ["p"], axes=["x"], perm=ring(4, 3)),
                             eqn("mul", ["p", "c"], ["m"]), eqn("psum", ["m"], ["s"], axes=["x"])], ["p", "s"])
     p = program(inputs=[("x0", (8, 2), 7), ("x1", (2,), 8)], functions={"f0": inner},
                 calls=[call("f0", [jvp(41), shard_map([[["x"], None], [None]], [[["x"], None], [None, None]])],
@@ -263,7 +282,7 @@ def test_a_wrong_ppermute_transpose_inside_the_body_is_caught_only_by_a_varying_
     changes nothing; the loss L * (L + axis_index) the generator draws there (_Gen.vary_loss)
     scales it by 2 L + i on device i, and the planted bug shows."""
     def body(varying):
-        eqns = [eqn("ppermute", ["b"], ["p"], axes=["x"], shift=1), eqn("wsum", ["p"], ["l"], seed=5)]
+        eqns = [eqn("ppermute", ["b"], ["p"], axes=["x"], perm=ring(4)), eqn("wsum", ["p"], ["l"], seed=5)]
         if varying:
             eqns += [eqn("axis_index", ["l"], ["i"], axes=["x"]), eqn("mul", ["l", "i"], ["t"])]
         p = program(inputs=[("x0", (8,), 3)], functions={"f0": fn(["b"], eqns, ["t" if varying else "l"])},

@@ -20,7 +20,7 @@ from fuzz.features import features
 from fuzz.ops.base import BF16, F16, FLOAT, INT, PRED, OneOf
 from fuzz.reference import Reference, evaluate, make_input, weights
 from fuzz.render import render
-from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap
+from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap, ring
 from oracles.common import TOLERANCE
 from oracles.differential import agree, tolerance
 from strategies.programs import programs
@@ -270,7 +270,7 @@ def test_collectives_over_int32_bfloat16_and_bool_agree_with_jax(worker):
                       eqn("pmax", ["i"], ["mi"], axes=["x"]), eqn("add", ["pi", "mi"], ["si"]),
                       eqn("astype", ["a"], ["b"], dtype=BF16), eqn("sin", ["b"], ["sb"]),
                       eqn("psum", ["sb"], ["pb"], axes=["x"]),
-                      eqn("astype", ["a"], ["c"], dtype=PRED), eqn("ppermute", ["c"], ["pc"], axes=["x"], shift=1),
+                      eqn("astype", ["a"], ["c"], dtype=PRED), eqn("ppermute", ["c"], ["pc"], axes=["x"], perm=ring(4)),
                       eqn("all_gather", ["c"], ["gc"], axes=["x"], axis=0, tiled=True),
                       eqn("transpose", ["gc"], ["gt"])]
               + [eqn("astype", [v], [f"r{k}"], dtype=FLOAT) for k, v in enumerate(["si", "pb", "pc", "gt"])],

@@ -4,7 +4,7 @@ import pytest
 
 from fuzz.reference import evaluate, make_input
 from fuzz.typecheck import ProgramError
-from helpers import JIT, call, eqn, fn, program, shard_map, vmap
+from helpers import JIT, call, eqn, fn, program, shard_map, vmap, ring
 
 
 def run1(p):
@@ -45,7 +45,7 @@ def test_all_gather_tiled_and_untiled():
 
 
 def test_ppermute_shifts_blocks():
-    body = fn(["a"], [eqn("ppermute", ["a"], ["v"], axes=["x"], shift=1)], ["v"])
+    body = fn(["a"], [eqn("ppermute", ["a"], ["v"], axes=["x"], perm=ring(4))], ["v"])
     p = program(inputs=[("x0", (8,), 5)], functions={"f0": body},
                 calls=[call("f0", [shard_map([[["x"]]], [[["x"]]])], ["x0"])])
     np.testing.assert_allclose(run1(p)[0], np.roll(make_input(5, (8,)), 2))

@@ -12,7 +12,7 @@ import pytest
 
 from fuzz import typecheck as T
 from fuzz.reference import Reference, evaluate, make_input
-from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap
+from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap, ring
 from test_custom_ops import agree_on_generated, judged
 
 GRAD = {"kind": "grad", "argnums": [0]}
@@ -25,7 +25,7 @@ def scan(in_axes, carry):
 # f(c, x) = (c * x, sin(c)): the carry c becomes c * x; the outputs are c * x and sin(c)
 STEP = fn(["c", "x"], [eqn("mul", ["c", "x"], ["y"]), eqn("sin", ["c"], ["s"])], ["y", "s"])
 PSUM_STEP = fn(["c", "x"], [eqn("mul", ["c", "x"], ["m"]), eqn("psum", ["m"], ["y"], axes=["x"])], ["y", "m"])
-VMAP_STEP = fn(["c", "x"], [eqn("mul", ["c", "x"], ["m"]), eqn("ppermute", ["m"], ["p"], axes=["i"], shift=1),
+VMAP_STEP = fn(["c", "x"], [eqn("mul", ["c", "x"], ["m"]), eqn("ppermute", ["m"], ["p"], axes=["i"], perm=ring(4)),
                             eqn("add", ["c", "p"], ["y"])], ["y"])
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import drawn_programs, eqn, fn, program, shard_map, vmap
+from helpers import drawn_programs, eqn, fn, program, shard_map, vmap, ring
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -59,7 +59,7 @@ def test_mutant_is_live(checks, name):
 
 
 def _vmap_ppermute(shift: int, dead: bool = False) -> dict:
-    eqns = [eqn("ppermute", ["a1"], ["v1"], axes=["i"], shift=shift), eqn("sin", ["a1"], ["v2"])]
+    eqns = [eqn("ppermute", ["a1"], ["v1"], axes=["i"], perm=ring(4, shift)), eqn("sin", ["a1"], ["v2"])]
     return program(mesh=(("x", 1),), inputs=[("x0", (4,), 3)],
                    functions={"f0": fn(["a1"], eqns, ["v2" if dead else "v1"])},
                    calls=[{"function": "f0", "transforms": [vmap([0], [0], axis_name="i")], "args": ["x0"]}])
@@ -92,7 +92,7 @@ def test_exposure_knows_where_a_collective_is_transposed():
     """A collective over a mesh axis is transposed by a vjp around its shard_map; one over a vmap
     axis is batched away by a vmap inside the vjp, and never transposed."""
     def prog(axis, transforms, mesh=(("x", 1),)):
-        f = fn(["a1"], [eqn("ppermute", ["a1"], ["v1"], axes=[axis], shift=1)], ["v1"])
+        f = fn(["a1"], [eqn("ppermute", ["a1"], ["v1"], axes=[axis], perm=ring(4))], ["v1"])
         return program(mesh=mesh, inputs=[("x0", (4,), 3)], functions={"f0": f},
                        calls=[{"function": "f0", "transforms": transforms, "args": ["x0"]}])
     mesh_axis = prog("x", [{"kind": "vjp", "seed": 1}, shard_map([[["x"]]], [[["x"]]])], mesh=(("x", 4),))
@@ -167,10 +167,10 @@ def test_a_collective_draws_an_axis_some_value_varies_over():
     def drawn(value):
         scope = _scope(visible)
         e = get("ppermute").draw(_Draws(value), ctx, scope)
-        return e["axes"], e["args"], e["shift"]
+        return e["axes"], e["args"], e["perm"]
 
-    assert drawn(1) == (["y"], ["b"], 1)
-    assert drawn(0) == (["x"], ["a"], 0)  # no preference: the first axis (size 1: shift 0), the first value
+    assert drawn(1) == (["y"], ["b"], ring(4))
+    assert drawn(0) == (["x"], ["a"], [[0, 0]])  # no preference: the first axis (size 1), the first value
 
 
 def test_a_ppermute_prefers_an_axis_where_a_permutation_is_not_its_own_inverse():
@@ -270,7 +270,7 @@ def test_exposure_follows_a_nested_calls_outputs_one_by_one():
     body does not read, is dead code; under a derivative in the call's chain, whose outputs mix the
     results, it counts."""
     def prog(transforms, outs, arg="a1", result=1):
-        inner = fn(["b1"], [eqn("ppermute", ["b1"], ["w1"], axes=["i"], shift=1), eqn("sin", ["b1"], ["w2"])],
+        inner = fn(["b1"], [eqn("ppermute", ["b1"], ["w1"], axes=["i"], perm=ring(4)), eqn("sin", ["b1"], ["w2"])],
                    ["w1", "w2"])
         body = fn(["a1"], [eqn("call", [arg], outs, transforms=transforms, fn=inner)], [outs[result]])
         return program(mesh=(("x", 1),), inputs=[("x0", (4,), 3)], functions={"f0": body},
@@ -282,7 +282,7 @@ def test_exposure_follows_a_nested_calls_outputs_one_by_one():
                                                              ["u1", "u2", "u3", "u4"]))
     # the collective of a body whose result is unused: its call's argument is not used either
     dead_arg = program(mesh=(("x", 1),), inputs=[("x0", (4,), 3)], functions={"f0": fn(["a1"], [
-        eqn("ppermute", ["a1"], ["v1"], axes=["i"], shift=1),
+        eqn("ppermute", ["a1"], ["v1"], axes=["i"], perm=ring(4)),
         eqn("call", ["a1", "v1"], ["u1"], transforms=[{"kind": "jit"}], fn=fn(["b1", "b2"], [], ["b1"]))], ["u1"])},
         calls=[{"function": "f0", "transforms": [vmap([0], [0], axis_name="i")], "args": ["x0"]}])
     assert "ppermute_batch_inverse" not in seeded.exposures(dead_arg)

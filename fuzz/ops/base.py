@@ -248,6 +248,10 @@ DIM = {"type": "integer", "minimum": 0, "maximum": 8}
 OPTIONAL_DIM = {"oneOf": [{"type": "null"}, DIM]}
 BOOL = {"type": "boolean"}
 SEED = {"type": "integer", "minimum": 0, "maximum": 255}
+# a ppermute's [[source, destination], ...] over an axis of at most 64 devices
+PERM = {"type": "array", "maxItems": 64,
+        "items": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 63},
+                  "minItems": 2, "maxItems": 2}}
 
 
 def int_schema(lo: int, hi: int) -> dict:

@@ -15,7 +15,7 @@ Dtypes (measured on jax 0.10.2, jit of shard_map on 8 CPU devices): psum / pmax 
 psum_scatter / axis_index keep int32 and the float dtypes (a bfloat16 psum is the float32
 sum rounded once); pmean takes float dtypes (of int32 it divides as an integer); ppermute,
 all_gather and all_to_all move any dtype, bool included (a psum of bool gives int32: not
-drawn). Reference: reductions, stacks, rolls and reshapes over the lock-step
+drawn). Reference: reductions, stacks, gathers and reshapes over the lock-step
 named dims (fuzz.reference).
 """
 from __future__ import annotations
@@ -25,8 +25,8 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-from fuzz.ops.base import (AXES, BOOL, DIM, FLOATS, INT, NUMERIC, ONE_AXIS, UNREDUCED_NEEDS_JIT, VALUE_DTYPES, ExprOp,
-                           Ty, compute, int_schema, require)
+from fuzz.ops.base import (AXES, BOOL, DIM, FLOATS, INT, NUMERIC, ONE_AXIS, PERM, UNREDUCED_NEEDS_JIT, VALUE_DTYPES,
+                           ExprOp, Ty, compute, require)
 
 
 def checked_axes(ctx) -> set:
@@ -358,18 +358,30 @@ class UnreducedPsum(Reducing):
 
 
 class Ppermute(Collective):
-    """``lax.ppermute`` by the cyclic shift ``i -> (i + shift) % n``."""
+    """``lax.ppermute(x, axis, perm)``: for each pair ``[src, dst]`` of ``perm`` the device at index
+    ``src`` of the axis sends its value to index ``dst``; an index that no pair sends to gets
+    zeros. Sources are unique, destinations unique, each in ``[0, axis size)`` (the docstring of
+    ``jax.lax.ppermute``: "For each index of the axis axis_name that does not correspond to a
+    destination index in perm, the corresponding values in the result are filled with zeros").
+
+    Drawn (simplest first): a cyclic shift ``i -> (i + s) % n`` (a ring), a shift that does not
+    wrap (a pipeline's send to the next stage: the first stage gets zeros), or any permutation
+    with some of its pairs dropped. Over an axis of size 2 a full permutation is its own inverse
+    (a transpose rule that forgets to invert it is right there, and 2 is the size meshes and
+    vmaps have most); a partial one, ``[[0, 1]]``, is not.
+    """
 
     name = "ppermute"
-    params = {"axes": ONE_AXIS, "shift": int_schema(-64, 64)}
-    # over an axis of size 2 the one non-trivial permutation is its own inverse: a transpose
-    # rule that forgets to invert it, or a lowering that swaps sources and targets, gives the
-    # right values there. Meshes and vmaps have size-2 axes most (the mesh's 8 devices split
-    # in two): of 71 programs with a ppermute under a derivative, 18 had one that is not an
-    # involution (3000 programs drawn as a campaign draws them, seeds 1-3, jax 0.10.2's rules)
-    least_size = 3
+    params = {"axes": ONE_AXIS, "perm": PERM}
+    least_size = 3  # one_axis prefers axes of size >= 3: more permutations that are not involutions
 
     def result(self, eqn, a, ctx, names):
+        n = ctx.axis(names[0]).size
+        perm = eqn["perm"]
+        require(all(len(pair) == 2 and 0 <= pair[0] < n and 0 <= pair[1] < n for pair in perm),
+                f"ppermute pairs must be [source, destination] in [0, {n})")
+        for k, what in ((0, "sources"), (1, "destinations")):
+            require(len({pair[k] for pair in perm}) == len(perm), f"ppermute {what} must be unique")
         return Ty(a.shape, a.vma | frozenset(names), a.dtype)
 
     def draw(self, draw, ctx, scope):
@@ -378,19 +390,44 @@ class Ppermute(Collective):
         if name is None:
             return None
         a = _varying_first(draw, scope, xs, [name])
-        n = ctx.axis(name).size
         return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axes": [name],
-                "shift": draw(st.integers(1, max(1, n - 1))) % n}
+                "perm": draw_perm(draw, ctx.axis(name).size)}
 
     def reference(self, r, eqn, xs, ts, ctx):
         (j,) = self.axes_js(eqn, ctx)
-        return [r.xp.roll(xs[0], eqn["shift"], axis=j)]
+        x = xs[0]
+        n = ctx.axes[j].size
+        src, got = np.zeros(n, np.int32), np.zeros(n, bool)
+        for s, d in eqn["perm"]:
+            src[d], got[d] = s, True
+        y = r.xp.take(x, src, axis=j)  # index d of the axis reads index src[d]
+        if got.all():
+            return [y]
+        shape = [1] * x.ndim
+        shape[j] = n
+        return [r.xp.where(got.reshape(shape), y, r.xp.zeros_like(y))]
 
     def expr(self, rr, eqn, a, ctx):
-        names = eqn["axes"]
-        n = ctx.axis(names[0]).size
-        perm = [(i, (i + int(rr.int(eqn["shift"]))) % n) for i in range(n)]
-        return f"jax.lax.ppermute({a[0]}, {rr.axes_source(names)}, perm={perm})"
+        perm = [(int(rr.int(s)), int(rr.int(d))) for s, d in eqn["perm"]]
+        return f"jax.lax.ppermute({a[0]}, {rr.axes_source(eqn['axes'])}, perm={perm})"
+
+
+def draw_perm(draw, n: int) -> list:
+    """The ``perm`` of a ppermute over an axis of size ``n``: [[source, destination], ...].
+
+    A cyclic shift by 1 .. n-1 half the time (what shrinking moves toward), else a shift of
+    -(n-1) .. n-1 that does not wrap, else a permutation of ``range(n)`` with some pairs dropped.
+    """
+    kind = draw(st.integers(0, 3))
+    if kind <= 1 or n == 1:
+        s = draw(st.integers(1, max(1, n - 1))) % n
+        return [[i, (i + s) % n] for i in range(n)]
+    if kind == 2:
+        s = draw(st.integers(1, n - 1)) * draw(st.sampled_from([1, -1]))
+        return [[i, i + s] for i in range(n) if 0 <= i + s < n]
+    dst = draw(st.permutations(range(n)))
+    drop = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    return [[i, d] for i, (d, gone) in enumerate(zip(dst, drop)) if not gone]
 
 
 class AllGather(Collective):
@@ -409,12 +446,21 @@ class AllGather(Collective):
         require(0 <= d <= a.rank, "all_gather axis out of range")
         return Ty(a.shape[:d] + (n,) + a.shape[d:], vma, a.dtype)
 
+    def usable(self, ctx, name: str) -> bool:
+        """Whether it may gather over axis ``name`` here (every usable collective axis)."""
+        return True
+
+    def operand_ok(self, ctx, name: str, ty: Ty) -> bool:
+        """Whether it may gather a value of type ``ty`` over axis ``name`` (any)."""
+        return True
+
     def draw(self, draw, ctx, scope):
-        name = self.one_axis(draw, ctx, scope)
+        name = self.one_axis(draw, ctx, scope, usable=lambda n: self.usable(ctx, n))
         if name is None:
             return None
         n = ctx.axis(name).size
-        cands = [v for v in scope.values(self.dtypes) if scope.visible[v].size * n <= scope.max_elements]
+        cands = [v for v in scope.values(self.dtypes) if scope.visible[v].size * n <= scope.max_elements
+                 and self.operand_ok(ctx, name, scope.visible[v])]
         if not cands:
             return None
         # a value of rank >= 1 3 times in 4 when one varies over the axis: inside a vmap the
@@ -448,6 +494,45 @@ class AllGather(Collective):
     def expr(self, rr, eqn, a, ctx):
         return (f"jax.lax.all_gather({a[0]}, {rr.axes_source(eqn['axes'])}, axis={rr.int(eqn['axis'])}, "
                 f"tiled={rr.bool(eqn['tiled'])})")
+
+
+class AllGatherInvariant(AllGather):
+    """``lax.all_gather(x, axis, axis=d, tiled=t, to='invarying')`` (jax >= 0.9.0;
+    ``lax.all_gather_invariant`` on 0.6.2 ... 0.8.x): all_gather's values, but its result is
+    invariant over the axis, not varying (JAX's ``all_gather_invariant_p``, lax/parallel.py:
+    "all_gather_invariant is Varying -> Invariant ... transposes to dynamic_slice", where
+    all_gather transposes to a psum_scatter), so that a shard_map may return it with an
+    out_spec that leaves the axis out.
+
+    Over manual mesh axes only (the manual axis type is shard_map's notion: under a vmap axis
+    name jax 0.10.2 raises "pvary should be called under jax.shard_map", measured); over a
+    checked axis (check_vma on) of a value that varies over it.
+    """
+
+    name = "all_gather_invariant"
+    since = "0.6.2"
+
+    def usable(self, ctx, name):
+        return ctx.axis(name).kind == "mesh"
+
+    def operand_ok(self, ctx, name, ty):
+        ax = ctx.axis(name)
+        return not ax.check_vma or name in ty.vma
+
+    def result(self, eqn, a, ctx, names):
+        (n,) = names
+        require(self.usable(ctx, n), f"all_gather_invariant over {n!r}, which is not a manual mesh axis")
+        require(self.operand_ok(ctx, n, a), f"all_gather_invariant over the checked axis {n!r} of a value that "
+                                            "does not vary over it")
+        ty = super().result(eqn, a, ctx, names)
+        return Ty(ty.shape, a.vma - frozenset(names), a.dtype)
+
+    def expr(self, rr, eqn, a, ctx):
+        how = (rr.caps or {}).get("all_gather_invariant", "to")
+        args = f"{a[0]}, {rr.axes_source(eqn['axes'])}, axis={rr.int(eqn['axis'])}, tiled={rr.bool(eqn['tiled'])}"
+        if how == "function":
+            return f"jax.lax.all_gather_invariant({args})"
+        return f"jax.lax.all_gather({args}, to='invarying')"
 
 
 def _divisible_dims(scope, n: int, dtypes: tuple) -> list:
@@ -554,5 +639,5 @@ class AllToAll(Collective):
                 f"{rr.int(eqn['concat_axis'])}, tiled=True)")
 
 
-OPS = (Psum(), Pmean(), Pmax(), Pmin(), AxisIndex(), Pvary(), UnreducedPsum(), AllGather(), Ppermute(), PsumScatter(),
-       AllToAll())
+OPS = (Psum(), Pmean(), Pmax(), Pmin(), AxisIndex(), Pvary(), UnreducedPsum(), AllGather(), AllGatherInvariant(),
+       Ppermute(), PsumScatter(), AllToAll())
