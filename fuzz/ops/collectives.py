@@ -390,8 +390,12 @@ class Ppermute(Collective):
         if name is None:
             return None
         a = _varying_first(draw, scope, xs, [name])
+        # JAX's batching rule of ppermute over a vmap axis asserts a full permutation (corpus entry
+        # internal-error-fc489a4c49a2, every release since 0.4.26): there a partial one stays
+        # reachable in 1 draw of 4, not half, not to spend a campaign on that known failure
+        wraps = 6 if ctx.axis(name).kind == "vmap" else 2
         return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axes": [name],
-                "perm": draw_perm(draw, ctx.axis(name).size)}
+                "perm": draw_perm(draw, ctx.axis(name).size, wraps)}
 
     def reference(self, r, eqn, xs, ts, ctx):
         (j,) = self.axes_js(eqn, ctx)
@@ -412,17 +416,18 @@ class Ppermute(Collective):
         return f"jax.lax.ppermute({a[0]}, {rr.axes_source(eqn['axes'])}, perm={perm})"
 
 
-def draw_perm(draw, n: int) -> list:
+def draw_perm(draw, n: int, wraps: int = 2) -> list:
     """The ``perm`` of a ppermute over an axis of size ``n``: [[source, destination], ...].
 
-    A cyclic shift by 1 .. n-1 half the time (what shrinking moves toward), else a shift of
-    -(n-1) .. n-1 that does not wrap, else a permutation of ``range(n)`` with some pairs dropped.
+    A cyclic shift by 1 .. n-1 in ``wraps`` draws of ``wraps + 2`` (what shrinking moves
+    toward), else a shift of -(n-1) .. n-1 that does not wrap, else a permutation of
+    ``range(n)`` with some pairs dropped.
     """
-    kind = draw(st.integers(0, 3))
-    if kind <= 1 or n == 1:
+    kind = draw(st.integers(0, wraps + 1))
+    if kind < wraps or n == 1:
         s = draw(st.integers(1, max(1, n - 1))) % n
         return [[i, (i + s) % n] for i in range(n)]
-    if kind == 2:
+    if kind == wraps:
         s = draw(st.integers(1, n - 1)) * draw(st.sampled_from([1, -1]))
         return [[i, i + s] for i in range(n) if 0 <= i + s < n]
     dst = draw(st.permutations(range(n)))
