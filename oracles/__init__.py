@@ -44,5 +44,5 @@ def judge(program: dict, outcome: dict, reference: dict | None, other: dict | No
     if reference is not None:
         found += differential.judge(program, outcome, reference)
         found += callbacks.judge(program, outcome, reference)
-    found += metamorphic.judge(program, outcome)
+    found += metamorphic.judge(program, outcome, reference)
     return found

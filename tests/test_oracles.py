@@ -71,6 +71,19 @@ def test_an_output_that_amplifies_rounding_noise_is_judged_by_how_much(worker):
     assert ("differential", 0) in [(f.oracle, f.call) for f in oracles.judge(q, out, evaluate(q))]
 
 
+def test_equivalent_calls_of_an_amplifying_program_are_judged_by_how_much(worker):
+    """The chaotic scan called eagerly and under jit: outputs apart by rounding noise the program
+    amplifies are no metamorphic finding when the reference is known; 1000 apart still is."""
+    p = chaotic_scan()
+    p["calls"].append(call("f0", [JIT] + p["calls"][0]["transforms"], ["x0", "x2"]))
+    out, ref = run(worker, p), evaluate(p)
+    out["calls"][1]["outputs"][0] = out["calls"][0]["outputs"][0] + np.float32(0.5)  # the nudge moves it by ~3
+    assert [f.oracle for f in oracles.metamorphic.judge(p, out)] == ["metamorphic"]  # without the reference
+    assert oracles.metamorphic.judge(p, out, ref) == []
+    out["calls"][1]["outputs"][0] = out["calls"][0]["outputs"][0] + np.float32(1000)
+    assert [f.oracle for f in oracles.metamorphic.judge(p, out, ref)] == ["metamorphic"]
+
+
 def test_differential_fires_on_wrong_shape(worker):
     p = psum_program()
     ref = evaluate(p)
