@@ -40,9 +40,8 @@ enclosing vmap axes) is one array of shape ``(size_1, ..., size_k) + shape``.
 """
 from __future__ import annotations
 
-import math
-
 import copy
+import math
 
 import numpy as np
 
@@ -101,7 +100,7 @@ class Reference:
     an invalid program.
     """
 
-    def __init__(self, program: dict, nudge: float = 0.0):
+    def __init__(self, program: dict):
         import jax
         import jax.numpy as jnp
 
@@ -109,7 +108,7 @@ class Reference:
         self.xp = np  # NumPy outside grad (no compilation); jax.numpy inside jax.grad
         self.p = program
         self.log: dict = {}
-        self.nudge = nudge  # relative change of every float32 result of an op (see ``evaluate``)
+        self.nudge = 0.0  # relative change of every float32 result of an op (see ``nudged``)
 
     # ------------------------------------------------------------------ helpers
     def _lift(self, x, k: int, ctx: T.Ctx):
@@ -429,22 +428,23 @@ class Reference:
         return self
 
     def nudged(self, nudge: float) -> list:
-        """The results of every call again, every float32 result of an op multiplied by ``1 + nudge``
-        (see :func:`evaluate`); by a copy of this reference, so that a test's planted one keeps its plant."""
+        """The results of every call again, every float32 result of an op multiplied by ``1 + nudge``.
+
+        2**-22 is about two units in the last place: rounding noise of the size by which XLA's ops
+        may differ from NumPy's (a transcendental function's last bits, the order of a sum). How far
+        the results move says how much the program amplifies such noise (a scan carrying
+        ``sum(sin(x + c))`` over 8 steps multiplies it by up to 16 per step):
+        :func:`oracles.differential.ill_conditioned` uses it to tell an ill-conditioned output from
+        a wrong one. Evaluated by a copy of this reference, so that a test's planted bug stays planted.
+        """
         other = copy.copy(self)
         other.nudge, other.log, other.xp = nudge, {}, np
         return other.evaluate()["results"]
 
 
-def evaluate(program: dict, nudge: float = 0.0) -> dict:
+def evaluate(program: dict) -> dict:
     """Reference results of every call: see :class:`Reference`. Raises ProgramError if invalid.
 
-    The result's ``"nudged"``: a function of ``nudge`` giving the results evaluated so again.
-    ``nudge`` > 0 multiplies every float32 result of an op by ``1 + nudge`` (2**-22 is about two
-    units in the last place): rounding noise of the size by which XLA's ops may differ from
-    NumPy's (a transcendental function's last bits, the order of a sum). How far the results
-    move then says how much the program amplifies such noise (a scan carrying
-    ``sum(sin(x + c))`` over 8 steps multiplies it by up to 16 per step):
-    :func:`oracles.differential.judge` uses it to tell an ill-conditioned output from a wrong one.
+    The result's ``"nudged"``: :meth:`Reference.nudged` of the reference that computed it.
     """
-    return Reference(program, nudge).evaluate()
+    return Reference(program).evaluate()

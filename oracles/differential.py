@@ -68,7 +68,7 @@ def ill_conditioned(reference: dict, k: int, j: int, actual: np.ndarray, expecte
     :data:`NOISE_FACTOR` times what a rounding-size nudge of every op moves it by: a program that
     amplifies last-bit differences (a chaotic scan) has no right answer in float32 for the
     oracle to hold JAX to. The move is half the distance between the reference evaluated with
-    every float32 op result nudged up and down (:func:`fuzz.reference.evaluate`), which does
+    every float32 op result nudged up and down (:meth:`fuzz.reference.Reference.nudged`), which does
     not depend on ``expected``. ``reference``: :func:`fuzz.reference.evaluate`'s result (one
     without its ``"nudged"`` function, as a test may build, is never ill-conditioned);
     ``nudged``: a cache shared by the outputs of one program.
@@ -76,10 +76,12 @@ def ill_conditioned(reference: dict, k: int, j: int, actual: np.ndarray, expecte
     Inputs are multiples of 1/8 and a wrong shard, permutation or index moves values by such
     steps, far beyond a well-conditioned program's nudge (about 1e-7 relative).
     """
-    if "nudged" not in reference:
+    if "nudged" not in reference or np.shape(actual) != np.shape(expected):
         return False
     if not nudged:
         nudged["up"], nudged["down"] = reference["nudged"](NUDGE), reference["nudged"](-NUDGE)
+    if k >= len(nudged["up"]) or j >= len(nudged["up"][k]) or np.shape(nudged["up"][k][j]) != np.shape(expected):
+        return False  # (another number or shape of outputs than the reference's: not a rounding matter)
     up, down = (np.asarray(nudged[w][k][j], np.float64) for w in ("up", "down"))
     err = np.asarray(actual, np.float64) - np.asarray(expected, np.float64)
     moved = (up - down) / 2

@@ -39,9 +39,7 @@ def judge(program: dict, outcome: dict, reference: dict | None = None) -> list:
     tol = tolerance(program)  # jit against eager of a bfloat16 program: a bf16 rounding apart (excess precision)
 
     def noise(k: int, i: int, x, y) -> bool:
-        return (reference is not None and x.shape == y.shape and k < len(reference["results"])
-                and i < len(reference["results"][k]) and reference["results"][k][i].shape == x.shape
-                and ill_conditioned(reference, k, i, y, x, nudged))
+        return reference is not None and ill_conditioned(reference, k, i, y, x, nudged)
 
     for k, (call, got) in enumerate(zip(program["calls"], outcome["calls"])):
         if not got["ok"]:

@@ -16,7 +16,7 @@ from fuzz.program import validate_program
 from fuzz.reference import evaluate, make_input
 from fuzz.render import render, render_repro
 from fuzz.typecheck import ProgramError, check_program
-from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap, ring
+from helpers import JIT, agree_with_jax, call, eqn, fn, program, ring, shard_map, vmap
 from strategies.programs import programs
 
 GRAD = {"kind": "grad", "argnums": [0]}

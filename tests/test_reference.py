@@ -4,7 +4,7 @@ import pytest
 
 from fuzz.reference import evaluate, make_input
 from fuzz.typecheck import ProgramError
-from helpers import JIT, call, eqn, fn, program, shard_map, vmap, ring
+from helpers import JIT, call, eqn, fn, program, ring, shard_map, vmap
 
 
 def run1(p):

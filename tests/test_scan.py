@@ -12,7 +12,7 @@ import pytest
 
 from fuzz import typecheck as T
 from fuzz.reference import Reference, evaluate, make_input
-from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap, ring
+from helpers import JIT, agree_with_jax, call, eqn, fn, program, ring, shard_map, vmap
 from test_custom_ops import agree_on_generated, judged
 
 GRAD = {"kind": "grad", "argnums": [0]}

@@ -53,7 +53,8 @@ CONV_KEYS = ("window", "stride", "lo", "hi", "lhs_dilation", "rhs_dilation")
 
 
 def max_window(w, kind):
-    ok = kind == "sum" or T.O.get("reduce_window_max").windows_ok(T.O.get("reduce_window_max").positions(6, dict(zip(KEYS, w))))
+    op = T.O.get("reduce_window_max")
+    ok = kind == "sum" or op.windows_ok(op.positions(6, dict(zip(KEYS, w))))
     return w if ok else w[:5] + (1,)
 
 
@@ -122,8 +123,8 @@ def test_windows_typing():
 def test_a_max_window_always_holds_an_element():
     # a window of padding (or base-dilation holes) only is -inf, which later ops make NaN
     op = T.O.get("reduce_window_max")
-    assert not op.windows_ok(T.O.get("reduce_window_max").positions(3, dict(zip(KEYS, (1, 1, 0, 0, 2, 1)))))
-    assert op.windows_ok(T.O.get("reduce_window_max").positions(3, dict(zip(KEYS, (2, 1, 0, 0, 2, 1)))))
+    assert not op.windows_ok(op.positions(3, dict(zip(KEYS, (1, 1, 0, 0, 2, 1)))))
+    assert op.windows_ok(op.positions(3, dict(zip(KEYS, (2, 1, 0, 0, 2, 1)))))
     ctx = T.Ctx(mesh={"x": 2})
     e = eqn("reduce_window_max", ["a"], ["t"], axis=0, **dict(zip(KEYS, (1, 1, 0, 0, 2, 1))))
     with pytest.raises(T.ProgramError, match="init values only"):
