@@ -705,7 +705,7 @@ class _Gen:
         """
         main = eqns[-1]
         d_in, d_out = op.along(main)
-        if d_in is None or not self.annotators or ctx.manual:
+        if (d_in is None and d_out is None) or not self.annotators or ctx.manual:
             return eqns
         where = self.draw(st.sampled_from([None, None, "before", "after"]))
         if where is None:
@@ -718,6 +718,8 @@ class _Gen:
         for e in eqns[:-1]:
             seen.update(zip(e["outs"], T.eqn_types(e, [seen[a] for a in e["args"]], ctx)))
         if where == "before":
+            if d_in is None:  # (an op that makes its result's dim, as a random draw: after it only)
+                return eqns
             a = main["args"][0]
             e = ann.as_constraint(self.draw, ctx, a, seen[a], d_in, self.var())
             if e is None:

@@ -314,22 +314,24 @@ def test_an_op_is_drawn_again_on_its_own_output():
     for last in (None, "cumsum"):
         hits = [0, 0]
 
-        @settings(max_examples=150, deadline=None, database=None)
+        @settings(max_examples=500, deadline=None, database=None)
         @given(st.integers(0, 2**30), st.data())
         def draw(_, data):  # (the first draw spreads the examples: Hypothesis enumerates a short choice tree)
             g = _Gen(data.draw, NEWEST_CAPS, max_depth=1, max_eqns=5, disabled=frozenset({"call"}))
-            visible = {"v2": T.Ty((4, 2)), "a1": T.Ty((4, 2))}
+            # (not v-names: the generator's fresh variables are v1, v2, ...)
+            visible = {"u2": T.Ty((4, 2)), "a1": T.Ty((4, 2))}
             annotated = {}  # a sharding annotation the generator may put before the op (_Gen.annotate)
-            for e, _ in g.equation(T.root_ctx(program()), visible, ["v2", "a1"], 1, O.get(last) if last else None):
+            for e, _ in g.equation(T.root_ctx(program()), visible, ["u2", "a1"], 1, O.get(last) if last else None):
                 if e["op"] in ("with_sharding_constraint", "device_put"):
                     annotated[e["outs"][0]] = e["args"][0]
-                hits[0] += e["op"] == "cumsum" and [annotated.get(a, a) for a in e["args"]] == ["v2"]
+                hits[0] += e["op"] == "cumsum" and [annotated.get(a, a) for a in e["args"]] == ["u2"]
             hits[1] += 1
 
         draw()
         shares[last] = hits[0] / hits[1]
-    # cumsum of the last value: 0.04 here by the registry's weights, 0.21 after a cumsum (1 in 4 minus the misses)
-    assert shares["cumsum"] > 0.12 > 0.08 > shares[None], shares
+    # cumsum of the last value: under 0.01 here by the registry's weights, 0.15-0.21 after a cumsum (1 in 4
+    # minus the misses; 0.09 in one run of 150 examples once a family was added, hence 500)
+    assert shares["cumsum"] > 0.1 > 0.05 > shares[None], shares
 
 
 def test_an_op_along_a_dim_is_annotated_as_split_along_it():

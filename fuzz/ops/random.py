@@ -1,0 +1,143 @@
+"""Random numbers: ``random_uniform``, ``jax.random.uniform(jax.random.fold_in(key, i), shape)``.
+
+The dropout idiom of sharded models: a key made from a constant seed, folded with an
+int32 scalar ``i`` (a device's or an example's index, an input, a start index) and drawn
+from. JAX documents the values as a function of the key and the shape alone, whatever
+the sharding or batching ("jax.random" docs, "Random numbers": with the default
+``jax_threefry_partitionable`` (True since jax 0.5.0, jax/_src/config.py) a sharded
+result has the values of the unsharded one), so every transform must keep them: under
+jit with the result split by a sharding annotation the SPMD partitioner cuts the
+generator's counter (``iota_2x32_shape``, lowered so that it partitions), under vmap the
+batching rules of ``random_fold_in`` / ``random_bits`` run, in a shard_map body each
+device draws its own block of keys.
+
+The reference is a NumPy Threefry-2x32 (Salmon et al., "Parallel random numbers: as easy
+as 1, 2, 3", SC 2011: 20 rounds, rotations 13 15 26 6 / 17 29 16 24, key-schedule
+constant 0x1BD11BDA), applied as jax/_src/random/threefry2x32.py applies it on 0.10.2:
+
+- ``key(seed)`` / ``PRNGKey(seed)`` is the pair ``(0, seed)`` (threefry_seed);
+- ``fold_in(k, i)`` hashes the counter pair ``(0, uint32(i))`` under ``k`` (threefry_fold_in);
+- partitionable ``random_bits(k, 32, shape)`` hashes ``(hi, lo)`` of each element's
+  row-major index under ``k`` and xors the two words; 16 and 8 bits keep the low bits;
+- ``uniform`` keeps the top ``nmant`` bits as a mantissa of an exponent-0 float in [1, 2)
+  and subtracts 1 (exact), drawing 8 bits for bfloat16 (nmant 7 < 8) and 16 for float16
+  (jax/_src/random/core.py ``_uniform``).
+
+Not under a derivative's differentiated values in any way that matters: the result does
+not depend on a float argument, so its derivative is zero (grad_ok). Since 0.5.0 only:
+older releases draw with the original, non-partitionable counter layout by default.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import strategies as st
+
+from fuzz.ops.base import FLOAT, FLOATS, INT, SEED, ExprOp, Ty, int_schema, np_dtype, require
+from fuzz.ops.indices import start_index
+from fuzz.ops.slicing import lifted
+
+ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+# (total bits, mantissa bits, bits drawn) per dtype: finfo(dtype).bits / .nmant; at least 8 drawn
+FORMATS = {FLOAT: (32, 23, 32), "bfloat16": (16, 7, 8), "float16": (16, 10, 16)}
+SHAPE = {"type": "array", "items": int_schema(1, 16), "maxItems": 3}
+
+
+def threefry2x32(k0, k1, x0, x1):
+    """Threefry-2x32 (20 rounds) of the counter words ``x0``, ``x1`` under the key words ``k0``, ``k1``.
+
+    All four are uint32 arrays that broadcast together (NumPy rules); returns the two uint32
+    output words, of the broadcast shape. uint32 arithmetic wraps modulo 2**32 as XLA's does.
+    """
+    u = np.uint32
+    k0, k1, x0, x1 = (np.asarray(v, u) for v in (k0, k1, x0, x1))
+    ks = (k0, k1, k0 ^ k1 ^ u(0x1BD11BDA))
+    with np.errstate(over="ignore"):  # (NumPy warns on a wrapping scalar; arrays wrap silently)
+        x0, x1 = x0 + ks[0], x1 + ks[1]
+        for i in range(5):
+            for r in ROTATIONS[i % 2]:
+                x0 = x0 + x1
+                x1 = (x1 << u(r)) | (x1 >> u(32 - r))
+                x1 = x1 ^ x0
+            x0 = x0 + ks[(i + 1) % 3]
+            x1 = x1 + ks[(i + 2) % 3] + u(i + 1)
+    return x0, x1
+
+
+def uniform_reference(seed: int, data, shape: tuple, dtype: str) -> np.ndarray:
+    """``jax.random.uniform(jax.random.fold_in(jax.random.key(seed), d), shape, dtype)`` for each
+    int32 ``d`` of the array ``data``: an array of ``data.shape + shape`` and dtype ``dtype``
+    (partitionable Threefry, the default since jax 0.5.0; see the module docstring)."""
+    data = np.asarray(data, np.int32)
+    lead = (Ellipsis,) + (None,) * len(shape)
+    k0, k1 = threefry2x32(0, seed, 0, data.astype(np.uint32))  # fold_in: the counter pair (0, d)
+    lo = np.arange(math.prod(shape), dtype=np.uint32).reshape(shape)  # row-major index, high word 0
+    b0, b1 = threefry2x32(k0[lead], k1[lead], 0, lo)
+    bits = b0 ^ b1
+    nbits, nmant, drawn = FORMATS[dtype]
+    uint = np.dtype(f"uint{nbits}")
+    bits = (bits & np.uint32((1 << drawn) - 1)).astype(uint)  # the low bits, widened back
+    one = np.array(1.0, np_dtype(dtype)).view(uint)
+    floats = ((bits >> uint.type(drawn - nmant)) | one).view(np_dtype(dtype))
+    return (floats.astype(np.float32) - np.float32(1.0)).astype(np_dtype(dtype))  # exact in float32
+
+
+class RandomUniform(ExprOp):
+    """``jax.random.uniform(jax.random.fold_in(jax.random.key(seed), i), shape, dtype)``: values
+    in [0, 1) of the static ``shape`` and float ``dtype``, varying wherever the int32 scalar ``i``
+    does. ``typed`` False renders the legacy raw key ``jax.random.PRNGKey(seed)`` (the same values)."""
+
+    name = "random_uniform"
+    family = "random"
+    n_args = 1
+    params = {"seed": SEED, "shape": SHAPE, "dtype": {"enum": list(FLOATS)}, "typed": {"type": "boolean"}}
+    feature_names = ("random_uniform",)
+    preludes = ("index",)
+    since = "0.5.0"
+
+    def arg_dtypes(self, eqn):
+        return (INT,)
+
+    def types(self, eqn, args, ctx):
+        (i,) = args
+        require(i.rank == 0, "random_uniform folds in a scalar")
+        require(eqn["dtype"] in FORMATS, f"random_uniform of {str(eqn['dtype'])[:20]}")
+        return [Ty(tuple(eqn["shape"]), i.vma, eqn["dtype"])]
+
+    def draw(self, draw, ctx, scope):
+        got = start_index(draw, ctx, scope)
+        if got is None:
+            return None
+        prelude, i = got
+        # the shape of a float value in scope half of the time (a mask or noise for it), else small
+        shapes = [scope.visible[v].shape for v in scope.floats() if 0 < scope.visible[v].size <= scope.max_elements
+                  and all(1 <= d <= 16 for d in scope.visible[v].shape) and scope.visible[v].rank <= 3]
+        if shapes and draw(st.booleans()):
+            shape = list(draw(st.sampled_from(shapes)))
+        else:
+            shape = draw(st.lists(st.sampled_from([2, 4, 1, 8]), max_size=2))
+        return prelude + [{"op": self.name, "args": [i], "outs": [scope.new_var()], "seed": draw(st.integers(0, 255)),
+                           "shape": shape, "dtype": draw(st.sampled_from(list(FLOATS))), "typed": draw(st.booleans())}]
+
+    def along(self, eqn):
+        # no operand dim; the result's first dim may be split after it (the partitioned counter)
+        return None, (0 if eqn["shape"] else None)
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        data = np.asarray(lifted(np, np.asarray(xs[0]), ctx))
+        out = uniform_reference(eqn["seed"], data, tuple(eqn["shape"]), eqn["dtype"])
+        return [out if r.xp is np else r.xp.asarray(out)]
+
+    def expr(self, rr, eqn, a, ctx):
+        require(eqn["dtype"] in FORMATS, f"random_uniform of {str(eqn['dtype'])[:20]!r}")
+        make = "jax.random.key" if rr.bool(eqn["typed"]) == "True" else "jax.random.PRNGKey"
+        shape = "(" + "".join(f"{rr.int(d)}, " for d in eqn["shape"]).rstrip(" ") + ")"
+        return (f"jax.random.uniform(jax.random.fold_in({make}({rr.int(eqn['seed'])}), {a[0]}), {shape}, "
+                f"jnp.{eqn['dtype']})")
+
+    def features(self, eqn):
+        return set(self.feature_names) | ({eqn["dtype"]} if eqn["dtype"] != FLOAT else set())
+
+
+OPS = (RandomUniform(),)
