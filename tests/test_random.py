@@ -91,7 +91,36 @@ def test_reference_draws_per_device():
     assert len({float(v) for v in out[::2, 0] - x0[::2, 0]}) == 4  # four different draws
 
 
-@pytest.mark.parametrize("make", [per_device_program, split_result_program, vmapped_program])
+def explicit_program():
+    """On an Explicit mesh (4, 2), the draw split over x by out_sharding, eagerly, under jit, under
+    jit(vmap) folding in each example's index, and under grad of a weighted sum."""
+    body = fn(["a"], [eqn("index", [], ["i"], axes=[], scale=1, offset=2),
+                      {**uniform("i", "u", (8, 2)), "op": "random_uniform_sharded", "axes": ["x"]},
+                      eqn("mul", ["u", "a"], ["v"])], ["v"])
+    vbody = fn(["a"], [eqn("index", [], ["i"], axes=["b"], scale=1, offset=0),
+                       {**uniform("i", "u", (8, 2), dtype="bfloat16"), "op": "random_uniform_sharded",
+                        "axes": ["y", "x"]}, eqn("astype", ["u"], ["w"], dtype="float32"),
+                       eqn("add", ["w", "a"], ["v"])], ["v"])
+    loss = fn(["a"], [eqn("call", ["a"], ["v"], transforms=[], fn=body), eqn("wsum", ["v"], ["l"], seed=4)], ["l"])
+    return program(mesh=(("x", 4), ("y", 2)), axis_type="explicit",
+                   inputs=[("x0", (8, 2), 1), ("x1", (3, 8, 2), 2)],
+                   functions={"f0": body, "f1": vbody, "f2": loss},
+                   calls=[call("f0", [], ["x0"]), call("f0", [JIT], ["x0"]),
+                          call("f1", [JIT, vmap([0], [0], axis_name="b")], ["x1"]),
+                          call("f2", [{"kind": "grad", "argnums": [0]}], ["x0"])])
+
+
+def test_the_sharded_draw_needs_an_explicit_mesh():
+    e = {**uniform("i", "u", (8, 2)), "op": "random_uniform_sharded", "axes": ["x"]}
+    arg = [T.Ty((), frozenset(), "int32")]
+    assert T.eqn_types(e, arg, T.Ctx(mesh={"x": 4}, explicit=True)) == [T.Ty((8, 2), frozenset(), "float32")]
+    with pytest.raises(T.ProgramError, match="Explicit"):
+        T.eqn_types(e, arg, T.Ctx(mesh={"x": 4}))
+    with pytest.raises(T.ProgramError, match="splits dim 6"):
+        T.eqn_types({**e, "shape": [6]}, arg, T.Ctx(mesh={"x": 4}, explicit=True))
+
+
+@pytest.mark.parametrize("make", [per_device_program, split_result_program, vmapped_program, explicit_program])
 def test_jax_agrees(worker, make):
     agree_with_jax(worker, make())
 
@@ -107,6 +136,7 @@ def test_a_reference_one_counter_off_is_caught(worker, monkeypatch):
     assert any(f.oracle == "differential" for f in found), [f.signature for f in found]
 
 
-def test_generated_programs_agree(worker):
-    seen = agree_on_generated(worker, "random_uniform", 4)
-    assert "random_uniform" in seen
+@pytest.mark.parametrize("op", ["random_uniform", "random_uniform_sharded"])
+def test_generated_programs_agree(worker, op):
+    seen = agree_on_generated(worker, op, 3)
+    assert op.split("_sharded")[0] in seen

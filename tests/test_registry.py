@@ -208,7 +208,7 @@ def test_parts_agree_under_derivatives():
     # every op together, derivatives included (the reference runs in eager jax.numpy there)
     seen = set()
 
-    @settings(max_examples=20, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=30, suppress_health_check=list(HealthCheck))
     @given(programs(max_depth=3, max_eqns=4, max_calls=2))
     def check(p):
         agree(p, seen)

@@ -23,6 +23,8 @@ constant 0x1BD11BDA), applied as jax/_src/random/threefry2x32.py applies it on 0
   and subtracts 1 (exact), drawing 8 bits for bfloat16 (nmant 7 < 8) and 16 for float16
   (jax/_src/random/core.py ``_uniform``).
 
+``random_uniform_sharded`` draws the same values split by ``out_sharding`` on an Explicit mesh.
+
 Not under a derivative's differentiated values in any way that matters: the result does
 not depend on a float argument, so its derivative is zero (grad_ok). Since 0.5.0 only:
 older releases draw with the original, non-partitionable counter layout by default.
@@ -34,8 +36,9 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-from fuzz.ops.base import FLOAT, FLOATS, INT, SEED, ExprOp, Ty, int_schema, np_dtype, require
+from fuzz.ops.base import AXES, FLOAT, FLOATS, INT, SEED, ExprOp, Ty, int_schema, np_dtype, require
 from fuzz.ops.indices import start_index
+from fuzz.ops.sharding import splits
 from fuzz.ops.slicing import lifted
 
 ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
@@ -140,4 +143,53 @@ class RandomUniform(ExprOp):
         return set(self.feature_names) | ({eqn["dtype"]} if eqn["dtype"] != FLOAT else set())
 
 
-OPS = (RandomUniform(),)
+class RandomUniformSharded(RandomUniform):
+    """``random_uniform`` drawn split: ``jax.random.uniform(..., out_sharding=P(axes))`` on an
+    Explicit mesh (the sampler runs under ``auto_axes`` with that output sharding:
+    ``maybe_auto_axes`` in jax/_src/random/core.py), then ``jax.sharding.reshard(..., P())``
+    back to replicated, as the ``reshard`` op does, since sharding types are not modelled
+    (fuzz/ops/sharding.py). ``axes``: mesh axes (major first) that divide the first dim.
+    Rules: an Explicit mesh, outside shard_map bodies (ran by hand on jax 0.10.2 eagerly,
+    under jit, vmap, jit(vmap) and grad: the values of the unsharded draw); from 0.7.0 on
+    (``out_sharding`` came in 0.6.0, ``jax.sharding.reshard`` in 0.7.0).
+    """
+
+    name = "random_uniform_sharded"
+    params = {**RandomUniform.params, "axes": AXES}
+    feature_names = ("random_uniform", "random_out_sharding")
+    since = "0.7.0"
+
+    def types(self, eqn, args, ctx):
+        (ty,) = super().types(eqn, args, ctx)
+        require(ctx.explicit and not ctx.manual, "random_uniform_sharded outside an Explicit mesh or in a shard_map body")
+        names = eqn["axes"]
+        require(ty.rank >= 1, "random_uniform_sharded of a scalar (nothing to split)")
+        require(len(set(names)) == len(names) and all(n in ctx.mesh for n in names),
+                f"random_uniform_sharded over {names}, not distinct mesh axes")
+        k = math.prod(ctx.mesh[n] for n in names)
+        require(ty.shape[0] % k == 0, f"random_uniform_sharded splits dim {ty.shape[0]} into {k}")
+        return [ty]
+
+    def draw(self, draw, ctx, scope):
+        if not ctx.explicit or ctx.manual:
+            return None
+        got = super().draw(draw, ctx, scope)
+        if got is None:
+            return None
+        e = got[-1]
+        opts = splits(e["shape"][0], list(ctx.mesh), ctx.mesh) if e["shape"] else []
+        opts = [o for o in opts if math.prod(ctx.mesh[n] for n in o) > 1] or opts  # a real split first
+        if not opts:
+            return None
+        e["op"], e["axes"] = self.name, draw(st.sampled_from(opts))
+        return got
+
+    def along(self, eqn):
+        return None, None  # (replicated again after it; no annotations on an Explicit mesh)
+
+    def expr(self, rr, eqn, a, ctx):
+        draw = super().expr(rr, eqn, a, ctx)[:-1]  # (without its closing parenthesis)
+        return f"jax.sharding.reshard({draw}, out_sharding={rr.spec_source([list(eqn['axes'])])}), P())"
+
+
+OPS = (RandomUniform(), RandomUniformSharded())
