@@ -18,8 +18,8 @@ from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap
 from test_custom_ops import agree_on_generated
 
 
-def uniform(i, out, shape, dtype="float32", typed=True, seed=7):
-    return eqn("random_uniform", [i], [out], seed=seed, shape=list(shape), dtype=dtype, typed=typed)
+def uniform(i, out, shape, dtype="float32", typed=True, seed=7, split=0):
+    return eqn("random_uniform", [i], [out], seed=seed, shape=list(shape), dtype=dtype, typed=typed, split=split)
 
 
 def test_reference_is_jax_bit_for_bit():
@@ -73,6 +73,24 @@ def split_result_program():
     return program(inputs=[("x0", (8, 4), 1)], functions={"f0": body}, calls=[call("f0", [JIT], ["x0"])])
 
 
+def split_key_program():
+    """Each of 4 devices picks element 2 * index - 3 of a split key array (a negative index wraps, past
+    the end clamps), under jit of the shard_map and under jit(vmap(spmd_axis_name)) of it."""
+    body = fn(["a"], [eqn("index", [], ["i"], axes=["x"], scale=2, offset=-3), uniform("i", "u", (2,), split=3),
+                      eqn("add", ["u", "a"], ["v"])], ["v"])
+    sm = shard_map([[["x"]]], [[["x"]]])
+    return program(mesh=(("x", 4), ("y", 2)), inputs=[("x0", (8,), 1), ("x1", (2, 8), 2)], functions={"f0": body},
+                   calls=[call("f0", [JIT, sm], ["x0"]),
+                          call("f0", [JIT, vmap([0], [0], spmd_axis_name="y"), sm], ["x1"])])
+
+
+def test_a_split_key_is_the_folded_key_of_the_clamped_index():
+    out = np.asarray(evaluate(split_key_program())["results"][0][0]) - make_input(1, (8,))
+    for dev, k in enumerate((0, 2, 1, 2)):  # indices -3, -1, 1, 3 into 3 keys: wrapped, wrapped, as is, clamped
+        np.testing.assert_allclose(out[2 * dev:2 * dev + 2], R.uniform_reference(7, np.array(k), (2,), "float32"),
+                                   atol=1e-6)
+
+
 def vmapped_program():
     """A named vmap over 3 examples folds in each example's index (float16 draws, back to float32)."""
     body = fn(["a"], [eqn("index", [], ["i"], axes=["b"], scale=2, offset=1), uniform("i", "u", (4,), "float16"),
@@ -120,7 +138,8 @@ def test_the_sharded_draw_needs_an_explicit_mesh():
         T.eqn_types({**e, "shape": [6]}, arg, T.Ctx(mesh={"x": 4}, explicit=True))
 
 
-@pytest.mark.parametrize("make", [per_device_program, split_result_program, vmapped_program, explicit_program])
+@pytest.mark.parametrize("make", [per_device_program, split_result_program, vmapped_program, explicit_program,
+                                  split_key_program])
 def test_jax_agrees(worker, make):
     agree_with_jax(worker, make())
 

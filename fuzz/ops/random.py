@@ -89,12 +89,17 @@ def uniform_reference(seed: int, data, shape: tuple, dtype: str) -> np.ndarray:
 class RandomUniform(ExprOp):
     """``jax.random.uniform(jax.random.fold_in(jax.random.key(seed), i), shape, dtype)``: values
     in [0, 1) of the static ``shape`` and float ``dtype``, varying wherever the int32 scalar ``i``
-    does. ``typed`` False renders the legacy raw key ``jax.random.PRNGKey(seed)`` (the same values)."""
+    does. ``typed`` False renders the legacy raw key ``jax.random.PRNGKey(seed)`` (the same values);
+    ``split`` n > 0 takes the key ``jax.random.split(key, n)[i]`` instead: an element of a key array
+    picked by a traced index (wrapped once if negative, then clamped), which under partitionable
+    Threefry is ``fold_in(key, i)`` for ``0 <= i < n`` (measured on jax 0.10.2, and so in the code:
+    both hash the counter pair ``(0, i)``)."""
 
     name = "random_uniform"
     family = "random"
     n_args = 1
-    params = {"seed": SEED, "shape": SHAPE, "dtype": {"enum": list(FLOATS)}, "typed": {"type": "boolean"}}
+    params = {"seed": SEED, "shape": SHAPE, "dtype": {"enum": list(FLOATS)}, "typed": {"type": "boolean"},
+              "split": int_schema(0, 8)}
     feature_names = ("random_uniform",)
     preludes = ("index",)
     since = "0.5.0"
@@ -120,8 +125,11 @@ class RandomUniform(ExprOp):
             shape = list(draw(st.sampled_from(shapes)))
         else:
             shape = draw(st.lists(st.sampled_from([2, 4, 1, 8]), max_size=2))
+        # the key: fold_in half of the time, else an element of a split key array (a gather of keys)
+        split = draw(st.sampled_from([0, 0, 0, 2, 4, 3, 8, 1]))
         return prelude + [{"op": self.name, "args": [i], "outs": [scope.new_var()], "seed": draw(st.integers(0, 255)),
-                           "shape": shape, "dtype": draw(st.sampled_from(list(FLOATS))), "typed": draw(st.booleans())}]
+                           "shape": shape, "dtype": draw(st.sampled_from(list(FLOATS))), "typed": draw(st.booleans()),
+                           "split": split}]
 
     def along(self, eqn):
         # no operand dim; the result's first dim may be split after it (the partitioned counter)
@@ -129,6 +137,10 @@ class RandomUniform(ExprOp):
 
     def reference(self, r, eqn, xs, ts, ctx):
         data = np.asarray(lifted(np, np.asarray(xs[0]), ctx))
+        n = eqn["split"]
+        if n:  # split(key, n)[i] is fold_in(key, i) for 0 <= i < n (both hash (0, i) under the key, see above);
+            # a traced index wraps once when negative and is clamped into range (JAX's retrieval indexing)
+            data = np.clip(np.where(data < 0, data + n, data), 0, n - 1)
         out = uniform_reference(eqn["seed"], data, tuple(eqn["shape"]), eqn["dtype"])
         return [out if r.xp is np else r.xp.asarray(out)]
 
@@ -136,11 +148,14 @@ class RandomUniform(ExprOp):
         require(eqn["dtype"] in FORMATS, f"random_uniform of {str(eqn['dtype'])[:20]!r}")
         make = "jax.random.key" if rr.bool(eqn["typed"]) == "True" else "jax.random.PRNGKey"
         shape = "(" + "".join(f"{rr.int(d)}, " for d in eqn["shape"]).rstrip(" ") + ")"
-        return (f"jax.random.uniform(jax.random.fold_in({make}({rr.int(eqn['seed'])}), {a[0]}), {shape}, "
-                f"jnp.{eqn['dtype']})")
+        key = f"{make}({rr.int(eqn['seed'])})"
+        n = int(rr.int(eqn["split"]))
+        key = f"jax.random.split({key}, {n})[{a[0]}]" if n else f"jax.random.fold_in({key}, {a[0]})"
+        return f"jax.random.uniform({key}, {shape}, jnp.{eqn['dtype']})"
 
     def features(self, eqn):
-        return set(self.feature_names) | ({eqn["dtype"]} if eqn["dtype"] != FLOAT else set())
+        return (set(self.feature_names) | ({eqn["dtype"]} if eqn["dtype"] != FLOAT else set())
+                | ({"random_split"} if eqn["split"] else set()))
 
 
 class RandomUniformSharded(RandomUniform):
