@@ -133,7 +133,8 @@ def _unwritable(directory: str) -> str:
                    "later with `shardfuzz reduce --also-on`).")
 @click.option("--disable", "disabled", multiple=True, metavar="NAME",
               help="Never draw this op, transform, 'call' or option (explicit_mesh, spmd_axis_name, "
-                   "vmap_axis_name, partial_manual, check_vma_off, capture, enable_checks); repeatable.")
+                   "vmap_axis_name, partial_manual, check_vma_off, capture, enable_checks, "
+                   "unbatched_collective); repeatable.")
 def run(seconds, max_examples, seed, report_path, python, jax_version, determinism, database, timeout, corpus_dir,
         fail_on_known, jobs, swarm, avoid_known, look_past, shrink, disabled):
     """Run a fuzzing campaign against JAX on 8 host CPU devices."""

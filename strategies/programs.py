@@ -33,13 +33,14 @@ DIMS = (1, 2, 4, 8, 16)
 # Options a program may be drawn without (swarm testing, avoidance of known bugs), named as
 # fuzz.features names them: an Explicit mesh, a vmap's spmd_axis_name and axis_name, a
 # partial-manual shard_map, check_vma=False, a function reading an enclosing scope's variable,
-# and a program run with jax_enable_checks
+# a program run with jax_enable_checks, and a collective over a vmap axis of an operand that
+# vmap does not batch (see unbatched_collectives)
 OPTIONS = ("explicit_mesh", "spmd_axis_name", "vmap_axis_name", "partial_manual", "check_vma_off", "capture",
-           "enable_checks")
+           "enable_checks", "unbatched_collective")
 # the mission's core grammar (strategies.swarm.swarm_programs draws some programs from it alone): jit, shard_map, vmap (spmd_axis_name, axis_name),
 # grad, io_callback and the collectives over elementwise, reduction and matmul ops, float32
 CORE = frozenset({"jit", "shard_map", "vmap", "grad", "call", "spmd_axis_name", "vmap_axis_name", "partial_manual",
-                  "check_vma_off", "capture", "enable_checks", "io_callback", "sum", "mean", "max", "wsum",
+                  "check_vma_off", "capture", "enable_checks", "unbatched_collective", "io_callback", "sum", "mean", "max", "wsum",
                   "sin", "cos", "tanh", "neg", "add", "sub", "mul", "maximum", "matmul", "transpose", "broadcast",
                   "psum", "pmean", "pmax", "pmin", "axis_index", "all_gather", "ppermute", "psum_scatter",
                   "all_to_all"})
@@ -638,7 +639,7 @@ class _Gen:
             scope.chained = True
             got = last.draw(draw, ctx, scope)
             scope.chained = False
-            if got is not None:
+            if got is not None and not self._refused(last, got, ctx, scope):
                 return self._drawn(last, got, ctx, scope)
         families = {}
         for op in O.REGISTRY.values():
@@ -664,13 +665,13 @@ class _Gen:
             if focused and draw(st.booleans()):
                 op = draw(st.sampled_from(focused))
                 got = op.draw(draw, ctx, scope)
-                if got is not None:
+                if got is not None and not self._refused(op, got, ctx, scope):
                     return self._drawn(op, got, ctx, scope)
             ops = families[fam]
             while ops:
                 op = draw(st.sampled_from(ops))
                 got = op.draw(draw, ctx, scope)
-                if got is not None:
+                if got is not None and not self._refused(op, got, ctx, scope):
                     return self._drawn(op, got, ctx, scope)
                 ops = [o for o in ops if o is not op]
             weighted = [f for f in weighted if f != fam]
@@ -682,6 +683,17 @@ class _Gen:
         e = self.nested_call(ctx, scope, depth)
         self.drawn_op = self.drawn_eqn = None
         return e
+
+    def _refused(self, op, got, ctx: T.Ctx, scope: Scope) -> bool:
+        """Whether a draw of ``op`` breaks an option this program is drawn without: with
+        "unbatched_collective" left out, a collective over a vmap axis its operand does not vary over."""
+        if "unbatched_collective" not in self.disabled or op.family != "collective":
+            return False
+        e = got[-1] if isinstance(got, list) else got
+        seen = dict(scope.visible)
+        for p in (got[:-1] if isinstance(got, list) else []):
+            seen.update(zip(p["outs"], T.eqn_types(p, [seen[a] for a in p["args"]], ctx)))
+        return unbatched_collective(e, [seen[a] for a in e["args"]], ctx)
 
     def _drawn(self, op, got, ctx: T.Ctx, scope: Scope) -> list:
         """The typed equations of ``op``'s draw (an equation or a list), annotated (:meth:`annotate`)."""
@@ -776,6 +788,25 @@ def _reads(eqns: list) -> set:
 def _some(draw, items: list, max_size: int) -> list:
     """Up to ``max_size`` distinct items (none first, so that shrinking drops them)."""
     return draw(st.lists(st.sampled_from(items), max_size=max_size, unique=True)) if items else []
+
+
+def unbatched_collective(eqn: dict, args: list, ctx: T.Ctx) -> bool:
+    """Whether ``eqn`` is a collective (but ``axis_index``, which reads no operand) naming a vmap
+    axis that its first operand (``args``: the argument types) does not vary over: a value the
+    vmap does not batch, such as one a shard_map body or a derivative closes over.
+
+    That composition is where several known JAX bugs of 0.10.2 sit (corpus entries
+    differential-83bfe5218ca5: all_to_all; internal-error-d0aa84fa2c68: all_gather, the
+    AssertionError in core.pvary; internal-error-2c2958f6ed07), which together were 7-10% of
+    a default campaign's programs (session 29: 158 of 2102 and 89 of 1130 hits), so it is an
+    option that swarm testing and the avoidance of known bugs can leave out
+    (strategies.swarm), finer than leaving out ``capture`` or ``vmap_axis_name``.
+    """
+    op = O.REGISTRY.get(eqn.get("op"))
+    if op is None or op.family != "collective" or op.name == "axis_index" or not args:
+        return False
+    vmap_axes = {a.name for a in ctx.axes if a.kind == "vmap"}
+    return any(n in vmap_axes and n not in args[0].vma for n in eqn.get("axes", ()))
 
 
 def twins(op) -> list:

@@ -51,6 +51,8 @@ def program_names(program: dict) -> frozenset:
     """The swarmable names a program uses: its ops, its transform kinds, "call" if it nests
     calls, and the options it uses (as ``fuzz.features.features`` names them)."""
     out: set = set(features(program)[0] & set(OPTIONS)) if program.get("calls") else set()
+    if program.get("calls") and _has_unbatched_collective(program):
+        out.add("unbatched_collective")
 
     def walk(fn: dict) -> None:
         for e in fn["eqns"]:
@@ -67,6 +69,24 @@ def program_names(program: dict) -> frozenset:
         if fn is not None:
             walk(fn)
     return frozenset(out) & frozenset(swarmable())
+
+
+def _has_unbatched_collective(program: dict) -> bool:
+    """Whether some collective of ``program`` names a vmap axis its operand does not vary over
+    (:func:`strategies.programs.unbatched_collective`, judged on the typed program; False for a
+    program the typing rules refuse)."""
+    from strategies.programs import unbatched_collective
+
+    hit = []
+
+    def on_eqn(e, ctx, args):
+        if not hit and unbatched_collective(e, args, ctx):
+            hit.append(e)
+    try:
+        T.check_program(program, on_eqn=on_eqn)
+    except (T.ProgramError, KeyError, TypeError, ValueError):
+        return False
+    return bool(hit)
 
 
 def specific(names, avoid: tuple) -> list:

@@ -112,8 +112,9 @@ def test_a_disabled_option_is_never_drawn(option):
         @given(programs(disabled=disabled))
         def t(p):
             check_program(p)
-            seen.append(option in features(p)[0])
-            assert (option in S.program_names(p)) == seen[-1]
+            seen.append(option in S.program_names(p))
+            if option != "unbatched_collective":  # (the others are report features too; this one is typed)
+                assert (option in features(p)[0]) == seen[-1]
 
         t()
         return sum(seen)
@@ -155,11 +156,26 @@ def test_about_one_campaign_program_in_core_share_is_a_core_one(monkeypatch):
 
     monkeypatch.setattr(S, "programs", spy)
 
-    @seed(3)
-    @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @seed(3)  # (200 examples gave 9-25% by seed once the draws moved; 600 give 25-30%)
+    @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(S.swarm_programs())
     def t(p):
         pass
 
     t()
     assert 0.5 / S.CORE_SHARE <= sum(core) / len(core) <= 1.5 / S.CORE_SHARE, (sum(core), len(core))
+
+
+def test_a_collective_over_a_vmap_axis_of_an_unbatched_value_is_named():
+    # all_gather over the vmap axis 'i' of the closed-over x0 (not batched: the known bugs' composition)
+    # or of the vmap's own argument (batched); axis_index reads no operand
+
+    def prog(arg, op="all_gather"):
+        params = {"axes": ["i"], "axis": 0, "tiled": False} if op == "all_gather" else {"axes": ["i"]}
+        body = fn(["a"], [eqn(op, [arg], ["v"], **params), eqn("sum", ["v"], ["s"], axis=None)], ["s"])
+        return program(inputs=[("x0", (2, 3), 1)], functions={"f0": body},
+                       calls=[call("f0", [vmap([0], [0], axis_name="i")], ["x0"])])
+
+    assert "unbatched_collective" in S.program_names(prog("x0"))
+    assert "unbatched_collective" not in S.program_names(prog("a"))
+    assert "unbatched_collective" not in S.program_names(prog("x0", op="axis_index"))
