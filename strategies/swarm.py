@@ -23,7 +23,8 @@ which starves every collective over a mesh axis.
 The names are those ``strategies.programs.programs`` accepts in ``disabled``: the ops of
 the registry (fuzz/ops/), the transforms (``fuzz.typecheck.TRANSFORMS``), "call" and the
 options of ``strategies.programs.OPTIONS`` (an Explicit mesh, spmd_axis_name, a vmap's
-axis_name, a partial-manual shard_map, check_vma=False, capture, jax_enable_checks). Without the options, a
+axis_name, a partial-manual shard_map, check_vma=False, capture, jax_enable_checks, a
+collective over a vmap axis of a value the vmap does not batch). Without the options, a
 known bug that needs one (an Explicit mesh, say) could only be avoided through the
 transforms it shares with many others (vmap, shard_map).
 """
@@ -49,7 +50,8 @@ def swarmable() -> tuple:
 
 def program_names(program: dict) -> frozenset:
     """The swarmable names a program uses: its ops, its transform kinds, "call" if it nests
-    calls, and the options it uses (as ``fuzz.features.features`` names them)."""
+    calls, and the options it uses (as ``fuzz.features.features`` names them, and
+    "unbatched_collective", judged on the typed program: :func:`_has_unbatched_collective`)."""
     out: set = set(features(program)[0] & set(OPTIONS)) if program.get("calls") else set()
     if program.get("calls") and _has_unbatched_collective(program):
         out.add("unbatched_collective")
@@ -84,7 +86,7 @@ def _has_unbatched_collective(program: dict) -> bool:
             hit.append(e)
     try:
         T.check_program(program, on_eqn=on_eqn)
-    except (T.ProgramError, KeyError, TypeError, ValueError):
+    except (T.ProgramError, RecursionError):  # (every invalid program raises ProgramError: check_program)
         return False
     return bool(hit)
 

@@ -453,7 +453,9 @@ class Op:
         windowed exchanges for cumulative ops, per-shard clamping for dynamic slices), the
         code a sharding bug lives in, and an op's dim is otherwise split in few programs.
         Declared by ``along_param`` (the parameter holding the dim; None: no such dim) and
-        ``along_keeps``; an op with another rule overrides this.
+        ``along_keeps``; an op with another rule overrides this. ``(None, d)``: an op that makes
+        its result's dim ``d`` without an operand along it (a random draw, fuzz/ops/random.py):
+        annotated after it only.
         """
         d = eqn.get(self.along_param) if self.along_param else None
         if not isinstance(d, int) or isinstance(d, bool):

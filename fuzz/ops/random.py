@@ -71,7 +71,11 @@ def threefry2x32(k0, k1, x0, x1):
 def uniform_reference(seed: int, data, shape: tuple, dtype: str) -> np.ndarray:
     """``jax.random.uniform(jax.random.fold_in(jax.random.key(seed), d), shape, dtype)`` for each
     int32 ``d`` of the array ``data``: an array of ``data.shape + shape`` and dtype ``dtype``
-    (partitionable Threefry, the default since jax 0.5.0; see the module docstring)."""
+    (partitionable Threefry, the default since jax 0.5.0; see the module docstring).
+
+    ``seed``: 0 <= seed < 2**32 (a negative one raises OverflowError; the op's seeds are 0 ...
+    255); ``shape``: fewer than 2**32 elements (the counter's high word is taken as 0);
+    ``dtype``: a key of :data:`FORMATS` (KeyError otherwise)."""
     data = np.asarray(data, np.int32)
     lead = (Ellipsis,) + (None,) * len(shape)
     k0, k1 = threefry2x32(0, seed, 0, data.astype(np.uint32))  # fold_in: the counter pair (0, d)
@@ -111,6 +115,11 @@ class RandomUniform(ExprOp):
         (i,) = args
         require(i.rank == 0, "random_uniform folds in a scalar")
         require(eqn["dtype"] in FORMATS, f"random_uniform of {str(eqn['dtype'])[:20]}")
+        shape, n, seed = eqn["shape"], eqn["split"], eqn["seed"]
+        require(isinstance(shape, list) and len(shape) <= 3
+                and all(type(d) is int and 1 <= d <= 16 for d in shape), f"random_uniform shape {str(shape)[:40]}")
+        require(type(n) is int and 0 <= n <= 8, f"random_uniform split {str(n)[:20]} (0 ... 8)")
+        require(type(seed) is int and 0 <= seed <= 255, f"random_uniform seed {str(seed)[:20]} (0 ... 255)")
         return [Ty(tuple(eqn["shape"]), i.vma, eqn["dtype"])]
 
     def draw(self, draw, ctx, scope):
@@ -125,7 +134,7 @@ class RandomUniform(ExprOp):
             shape = list(draw(st.sampled_from(shapes)))
         else:
             shape = draw(st.lists(st.sampled_from([2, 4, 1, 8]), max_size=2))
-        # the key: fold_in half of the time, else an element of a split key array (a gather of keys)
+        # the key: fold_in 3 times in 8, else an element of a split key array (a gather of keys)
         split = draw(st.sampled_from([0, 0, 0, 2, 4, 3, 8, 1]))
         return prelude + [{"op": self.name, "args": [i], "outs": [scope.new_var()], "seed": draw(st.integers(0, 255)),
                            "shape": shape, "dtype": draw(st.sampled_from(list(FLOATS))), "typed": draw(st.booleans()),
