@@ -345,6 +345,8 @@ def test_ops_under_a_derivative_mostly_read_the_functions_own_values(monkeypatch
     # leaves the share as it was: 78-84% against 78-86% on three disjoint seed ranges
     # (60 a seed since the casts pvary and unreduced_psum joined the collectives, session 26: they
     # pick their operand otherwise, and 50 a seed gave 36 draws here, under the 40 the share needs)
-    drawn_programs(tuple(range(11, 23)), 60)
-    assert count["drawn"] >= 40, count
-    assert count["own"] > 0.72 * count["drawn"], count
+    # (session 29, with the random ops: 73% over seeds 11-46, 62.5% with uniform picks; single
+    # ranges of 12 seeds gave 66-79%, and one run order 64%: hence 36 seeds and 0.67)
+    drawn_programs(tuple(range(11, 47)), 60)
+    assert count["drawn"] >= 120, count
+    assert count["own"] > 0.67 * count["drawn"], count

@@ -19,7 +19,7 @@ from test_custom_ops import agree_on_generated
 
 
 def uniform(i, out, shape, dtype="float32", typed=True, seed=7, split=0):
-    return eqn("random_uniform", [i], [out], seed=seed, shape=list(shape), dtype=dtype, typed=typed, split=split)
+    return eqn("random_uniform", [i], [out], seed=seed, dims=list(shape), dtype=dtype, typed=typed, split=split)
 
 
 def test_reference_is_jax_bit_for_bit():
@@ -53,8 +53,8 @@ def test_typing_rule():
     with pytest.raises(T.ProgramError, match="int32"):
         T.eqn_types(e, [T.Ty((), frozenset(), "float32")], ctx)
     i = [T.Ty((), frozenset(), "int32")]
-    for bad, match in (({"dtype": "int32"}, "random_uniform of"), ({"shape": [0]}, "shape"),
-                       ({"shape": [2, 2, 2, 2]}, "shape"), ({"split": -1}, "split"), ({"seed": 300}, "seed")):
+    for bad, match in (({"dtype": "int32"}, "random_uniform of"), ({"dims": [0]}, "dims"),
+                       ({"dims": [2, 2, 2, 2]}, "dims"), ({"split": -1}, "split"), ({"seed": 300}, "seed")):
         with pytest.raises(T.ProgramError, match=match):
             T.eqn_types({**e, **bad}, i, ctx)
 
@@ -140,7 +140,7 @@ def test_the_sharded_draw_needs_an_explicit_mesh():
     with pytest.raises(T.ProgramError, match="Explicit"):
         T.eqn_types(e, arg, T.Ctx(mesh={"x": 4}))
     with pytest.raises(T.ProgramError, match="splits dim 6"):
-        T.eqn_types({**e, "shape": [6]}, arg, T.Ctx(mesh={"x": 4}, explicit=True))
+        T.eqn_types({**e, "dims": [6]}, arg, T.Ctx(mesh={"x": 4}, explicit=True))
 
 
 @pytest.mark.parametrize("make", [per_device_program, split_result_program, vmapped_program, explicit_program,

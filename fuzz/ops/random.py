@@ -91,8 +91,8 @@ def uniform_reference(seed: int, data, shape: tuple, dtype: str) -> np.ndarray:
 
 
 class RandomUniform(ExprOp):
-    """``jax.random.uniform(jax.random.fold_in(jax.random.key(seed), i), shape, dtype)``: values
-    in [0, 1) of the static ``shape`` and float ``dtype``, varying wherever the int32 scalar ``i``
+    """``jax.random.uniform(jax.random.fold_in(jax.random.key(seed), i), dims, dtype)``: values
+    in [0, 1) of the static shape ``dims`` and float ``dtype``, varying wherever the int32 scalar ``i``
     does. ``typed`` False renders the legacy raw key ``jax.random.PRNGKey(seed)`` (the same values);
     ``split`` n > 0 takes the key ``jax.random.split(key, n)[i]`` instead: an element of a key array
     picked by a traced index (wrapped once if negative, then clamped), which under partitionable
@@ -102,7 +102,7 @@ class RandomUniform(ExprOp):
     name = "random_uniform"
     family = "random"
     n_args = 1
-    params = {"seed": SEED, "shape": SHAPE, "dtype": {"enum": list(FLOATS)}, "typed": {"type": "boolean"},
+    params = {"seed": SEED, "dims": SHAPE, "dtype": {"enum": list(FLOATS)}, "typed": {"type": "boolean"},
               "split": int_schema(0, 8)}
     feature_names = ("random_uniform",)
     preludes = ("index",)
@@ -115,12 +115,12 @@ class RandomUniform(ExprOp):
         (i,) = args
         require(i.rank == 0, "random_uniform folds in a scalar")
         require(eqn["dtype"] in FORMATS, f"random_uniform of {str(eqn['dtype'])[:20]}")
-        shape, n, seed = eqn["shape"], eqn["split"], eqn["seed"]
+        shape, n, seed = eqn["dims"], eqn["split"], eqn["seed"]
         require(isinstance(shape, list) and len(shape) <= 3
-                and all(type(d) is int and 1 <= d <= 16 for d in shape), f"random_uniform shape {str(shape)[:40]}")
+                and all(type(d) is int and 1 <= d <= 16 for d in shape), f"random_uniform dims {str(shape)[:40]}")
         require(type(n) is int and 0 <= n <= 8, f"random_uniform split {str(n)[:20]} (0 ... 8)")
         require(type(seed) is int and 0 <= seed <= 255, f"random_uniform seed {str(seed)[:20]} (0 ... 255)")
-        return [Ty(tuple(eqn["shape"]), i.vma, eqn["dtype"])]
+        return [Ty(tuple(eqn["dims"]), i.vma, eqn["dtype"])]
 
     def draw(self, draw, ctx, scope):
         got = start_index(draw, ctx, scope)
@@ -137,12 +137,12 @@ class RandomUniform(ExprOp):
         # the key: fold_in 3 times in 8, else an element of a split key array (a gather of keys)
         split = draw(st.sampled_from([0, 0, 0, 2, 4, 3, 8, 1]))
         return prelude + [{"op": self.name, "args": [i], "outs": [scope.new_var()], "seed": draw(st.integers(0, 255)),
-                           "shape": shape, "dtype": draw(st.sampled_from(list(FLOATS))), "typed": draw(st.booleans()),
+                           "dims": shape, "dtype": draw(st.sampled_from(list(FLOATS))), "typed": draw(st.booleans()),
                            "split": split}]
 
     def along(self, eqn):
         # no operand dim; the result's first dim may be split after it (the partitioned counter)
-        return None, (0 if eqn["shape"] else None)
+        return None, (0 if eqn["dims"] else None)
 
     def reference(self, r, eqn, xs, ts, ctx):
         data = np.asarray(lifted(np, np.asarray(xs[0]), ctx))
@@ -150,13 +150,13 @@ class RandomUniform(ExprOp):
         if n:  # split(key, n)[i] is fold_in(key, i) for 0 <= i < n (both hash (0, i) under the key, see above);
             # a traced index wraps once when negative and is clamped into range (JAX's retrieval indexing)
             data = np.clip(np.where(data < 0, data + n, data), 0, n - 1)
-        out = uniform_reference(eqn["seed"], data, tuple(eqn["shape"]), eqn["dtype"])
+        out = uniform_reference(eqn["seed"], data, tuple(eqn["dims"]), eqn["dtype"])
         return [out if r.xp is np else r.xp.asarray(out)]
 
     def expr(self, rr, eqn, a, ctx):
         require(eqn["dtype"] in FORMATS, f"random_uniform of {str(eqn['dtype'])[:20]!r}")
         make = "jax.random.key" if rr.bool(eqn["typed"]) == "True" else "jax.random.PRNGKey"
-        shape = "(" + "".join(f"{rr.int(d)}, " for d in eqn["shape"]).rstrip(" ") + ")"
+        shape = "(" + "".join(f"{rr.int(d)}, " for d in eqn["dims"]).rstrip(" ") + ")"
         key = f"{make}({rr.int(eqn['seed'])})"
         n = int(rr.int(eqn["split"]))
         key = f"jax.random.split({key}, {n})[{a[0]}]" if n else f"jax.random.fold_in({key}, {a[0]})"
@@ -201,7 +201,7 @@ class RandomUniformSharded(RandomUniform):
         if got is None:
             return None
         e = got[-1]
-        opts = splits(e["shape"][0], list(ctx.mesh), ctx.mesh) if e["shape"] else []
+        opts = splits(e["dims"][0], list(ctx.mesh), ctx.mesh) if e["dims"] else []
         opts = [o for o in opts if math.prod(ctx.mesh[n] for n in o) > 1] or opts  # a real split first
         if not opts:
             return None
