@@ -363,6 +363,11 @@ class _Renderer:
         """``P(...)`` of a spec list."""
         return spec_source(spec)
 
+    @staticmethod
+    def ints_source(values) -> str:
+        """A tuple of integers as source (``(2,)``, ``(2, 4)``, ``()``); ProgramError for anything else."""
+        return _tuple_source(_int(v) for v in values)
+
     def callback_host(self, tag: str, returns: bool) -> str:
         """Source of the host function of an io_callback (``tag``: an identifier, already checked)."""
         return f"log_callback({tag!r}, returns=True)" if returns else f"log_callback({tag!r})"

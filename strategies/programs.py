@@ -631,7 +631,7 @@ class _Gen:
             if sibs:
                 op = draw(st.sampled_from(sibs))
                 e = {**last_eqn, "op": op.name, "outs": [self.var() for _ in last_eqn["outs"]]}
-                if scope.valid(e) and not self._refused(op, e, ctx, scope):
+                if scope.valid(e) and not self._refused(op, [e], ctx, scope.visible):
                     self.drawn_op, self.drawn_eqn = op, e
                     return self._typed([e], ctx, scope.visible)
         if last is not None and last.name not in self.disabled and not T.context_refusal(last, ctx) \
@@ -639,8 +639,9 @@ class _Gen:
             scope.chained = True
             got = last.draw(draw, ctx, scope)
             scope.chained = False
-            if got is not None and not self._refused(last, got, ctx, scope):
-                return self._drawn(last, got, ctx, scope)
+            typed = self._use(last, got, ctx, scope)
+            if typed:
+                return typed
         families = {}
         for op in O.REGISTRY.values():
             if op.name in self.disabled or T.context_refusal(op, ctx):
@@ -664,15 +665,15 @@ class _Gen:
                 return [self._call(ctx, scope, depth)]
             if focused and draw(st.booleans()):
                 op = draw(st.sampled_from(focused))
-                got = op.draw(draw, ctx, scope)
-                if got is not None and not self._refused(op, got, ctx, scope):
-                    return self._drawn(op, got, ctx, scope)
+                typed = self._use(op, op.draw(draw, ctx, scope), ctx, scope)
+                if typed:
+                    return typed
             ops = families[fam]
             while ops:
                 op = draw(st.sampled_from(ops))
-                got = op.draw(draw, ctx, scope)
-                if got is not None and not self._refused(op, got, ctx, scope):
-                    return self._drawn(op, got, ctx, scope)
+                typed = self._use(op, op.draw(draw, ctx, scope), ctx, scope)
+                if typed:
+                    return typed
                 ops = [o for o in ops if o is not op]
             weighted = [f for f in weighted if f != fam]
         return []
@@ -684,21 +685,34 @@ class _Gen:
         self.drawn_op = self.drawn_eqn = None
         return e
 
-    def _refused(self, op, got, ctx: T.Ctx, scope: Scope) -> bool:
-        """Whether a draw of ``op`` breaks an option this program is drawn without: with
-        "unbatched_collective" left out, a collective over a vmap axis its operand does not vary over."""
+    def _use(self, op, got, ctx: T.Ctx, scope: Scope) -> list | None:
+        """The typed, annotated equations of ``op``'s draw ``got`` (:meth:`_drawn`), or None when
+        it did not apply (None) or breaks an option this program is drawn without (:meth:`_refused`)."""
+        if got is None:
+            return None
+        eqns = got if isinstance(got, list) else [got]
+        return None if self._refused(op, eqns, ctx, scope.visible) else self._drawn(op, eqns, ctx, scope)
+
+    def _refused(self, op, eqns: list, ctx: T.Ctx, visible: dict) -> bool:
+        """Whether ``eqns`` (an op's draw, its equation last) break an option this program is drawn
+        without: with "unbatched_collective" left out, a collective over a vmap axis its operand
+        does not vary over (:func:`unbatched_collective`)."""
         if "unbatched_collective" not in self.disabled or op.family != "collective":
             return False
-        e = got[-1] if isinstance(got, list) else got
-        seen = dict(scope.visible)
-        for p in (got[:-1] if isinstance(got, list) else []):
-            seen.update(zip(p["outs"], T.eqn_types(p, [seen[a] for a in p["args"]], ctx)))
-        return unbatched_collective(e, [seen[a] for a in e["args"]], ctx)
+        seen = self._before(eqns, ctx, visible)
+        return unbatched_collective(eqns[-1], [seen[a] for a in eqns[-1]["args"]], ctx)
 
-    def _drawn(self, op, got, ctx: T.Ctx, scope: Scope) -> list:
-        """The typed equations of ``op``'s draw (an equation or a list), annotated (:meth:`annotate`)."""
+    def _before(self, eqns: list, ctx: T.Ctx, visible: dict) -> dict:
+        """{variable: Ty} the last of ``eqns`` may read: ``visible`` and what the others make."""
+        seen = dict(visible)
+        for _, outs in self._typed(eqns[:-1], ctx, visible):
+            seen.update(outs)
+        return seen
+
+    def _drawn(self, op, eqns: list, ctx: T.Ctx, scope: Scope) -> list:
+        """The typed equations of ``op``'s draw (its equation last), annotated (:meth:`annotate`)."""
         self.drawn_op = op
-        eqns = self.annotate(op, got if isinstance(got, list) else [got], ctx, scope)
+        eqns = self.annotate(op, eqns, ctx, scope)
         self.drawn_eqn = [e for e in eqns if e["op"] == op.name][-1]
         return self._typed(eqns, ctx, scope.visible)
 
@@ -726,9 +740,7 @@ class _Gen:
         if not usable:
             return eqns
         ann = self.draw(st.sampled_from(usable))
-        seen = dict(scope.visible)
-        for e in eqns[:-1]:
-            seen.update(zip(e["outs"], T.eqn_types(e, [seen[a] for a in e["args"]], ctx)))
+        seen = self._before(eqns, ctx, scope.visible)
         if where == "before":
             if d_in is None:  # (an op that makes its result's dim, as a random draw: after it only)
                 return eqns

@@ -362,7 +362,7 @@ def test_an_op_along_a_dim_is_annotated_as_split_along_it():
             scope = Scope(visible, ["a1"], NEWEST_CAPS, disabled, g.var, g.tag,
                           lambda e: T.eqn_types(e, [scope.visible[a] for a in e["args"]], where), 4096, 4)
             e = cumsum.draw(data.draw, where, scope)
-            typed = g._drawn(cumsum, e, where, scope)  # (raises ProgramError if ill typed)
+            typed = g._use(cumsum, e, where, scope)  # (raises ProgramError if ill typed)
             ops = [x["op"] for x, _ in typed]
             notes = [x for x, _ in typed if x["op"] in ("with_sharding_constraint", "device_put")]
             if disabled or where is manual_ctx:

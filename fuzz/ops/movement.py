@@ -241,8 +241,7 @@ class Reshape(ExprOp):
         return [x.reshape(x.shape[:len(ctx.axes)] + self.resolved(ts[0], eqn["dims"]))]
 
     def expr(self, rr, eqn, a, ctx):
-        dims = [rr.int(d) for d in eqn["dims"]]
-        return f"jnp.reshape({a[0]}, ({', '.join(dims)}{',' if len(dims) == 1 else ''}))"
+        return f"jnp.reshape({a[0]}, {rr.ints_source(eqn['dims'])})"
 
     def as_rank1(self, arg, out):
         return {"op": self.name, "args": [arg], "outs": [out], "dims": [1]}

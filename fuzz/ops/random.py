@@ -145,7 +145,7 @@ class RandomUniform(ExprOp):
         return None, (0 if eqn["dims"] else None)
 
     def reference(self, r, eqn, xs, ts, ctx):
-        data = np.asarray(lifted(np, np.asarray(xs[0]), ctx))
+        data = lifted(np, np.asarray(xs[0]), ctx)  # (int32: never differentiated, so NumPy under a derivative too)
         n = eqn["split"]
         if n:  # split(key, n)[i] is fold_in(key, i) for 0 <= i < n (both hash (0, i) under the key, see above);
             # a traced index wraps once when negative and is clamped into range (JAX's retrieval indexing)
@@ -153,14 +153,14 @@ class RandomUniform(ExprOp):
         out = uniform_reference(eqn["seed"], data, tuple(eqn["dims"]), eqn["dtype"])
         return [out if r.xp is np else r.xp.asarray(out)]
 
-    def expr(self, rr, eqn, a, ctx):
+    def expr(self, rr, eqn, a, ctx, extra: str = ""):
+        """The draw's source; ``extra``: more keyword arguments of ``jax.random.uniform`` (``, name=...``)."""
         require(eqn["dtype"] in FORMATS, f"random_uniform of {str(eqn['dtype'])[:20]!r}")
         make = "jax.random.key" if rr.bool(eqn["typed"]) == "True" else "jax.random.PRNGKey"
-        shape = "(" + "".join(f"{rr.int(d)}, " for d in eqn["dims"]).rstrip(" ") + ")"
         key = f"{make}({rr.int(eqn['seed'])})"
         n = int(rr.int(eqn["split"]))
         key = f"jax.random.split({key}, {n})[{a[0]}]" if n else f"jax.random.fold_in({key}, {a[0]})"
-        return f"jax.random.uniform({key}, {shape}, jnp.{eqn['dtype']})"
+        return f"jax.random.uniform({key}, {rr.ints_source(eqn['dims'])}, jnp.{eqn['dtype']}{extra})"
 
     def features(self, eqn):
         return (set(self.feature_names) | ({eqn["dtype"]} if eqn["dtype"] != FLOAT else set())
@@ -212,8 +212,8 @@ class RandomUniformSharded(RandomUniform):
         return None, None  # (replicated again after it; no annotations on an Explicit mesh)
 
     def expr(self, rr, eqn, a, ctx):
-        draw = super().expr(rr, eqn, a, ctx)[:-1]  # (without its closing parenthesis)
-        return f"jax.sharding.reshard({draw}, out_sharding={rr.spec_source([list(eqn['axes'])])}), P())"
+        split = super().expr(rr, eqn, a, ctx, extra=f", out_sharding={rr.spec_source([list(eqn['axes'])])}")
+        return f"jax.sharding.reshard({split}, P())"
 
 
 OPS = (RandomUniform(), RandomUniformSharded())
