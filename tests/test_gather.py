@@ -65,6 +65,10 @@ def test_take_typing():
     assert T.eqn_types(e, [x, T.Ty((2, 6), frozenset(), "int32")], ctx) == [T.Ty((3, 2, 6, 5), frozenset({"x"}))]
     with pytest.raises(T.ProgramError, match="empty dim"):
         T.eqn_types(e, [T.Ty((3, 0)), T.Ty((), frozenset(), "int32")], ctx)
+    fill = eqn("take", ["b", "i"], ["t"], axis=1, mode="fill")  # JAX raises IndexError whatever the mode
+    with pytest.raises(T.ProgramError, match="non-empty index from an empty dim"):
+        T.eqn_types(fill, [T.Ty((1, 0)), T.Ty((), frozenset(), "int32")], ctx)
+    assert T.eqn_types(fill, [T.Ty((1, 0)), T.Ty((0,), frozenset(), "int32")], ctx) == [T.Ty((1, 0))]
     with pytest.raises(T.ProgramError):  # float indices
         T.eqn_types(e, [x, T.Ty((2,))], ctx)
     with pytest.raises(T.ProgramError, match="rank 3"):

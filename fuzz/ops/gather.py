@@ -63,6 +63,9 @@ class Take(ExprOp):
         require(0 <= eqn["axis"] < x.rank, f"take axis {eqn['axis']} out of range for rank {x.rank}")
         require(i.rank <= MAX_INDEX_RANK, f"take indices of rank {i.rank} (at most {MAX_INDEX_RANK})")
         require(eqn["mode"] == "fill" or x.shape[eqn["axis"]] > 0, f"take mode {eqn['mode']} from an empty dim")
+        # (jax.numpy.take raises IndexError "Cannot do a non-empty jnp.take() from an empty axis"
+        # whatever the mode: jax/_src/numpy/indexing.py, 0.4.26-0.10.2)
+        require(x.shape[eqn["axis"]] > 0 or i.size == 0, "take of a non-empty index from an empty dim")
         ax = eqn["axis"]
         return [Ty(x.shape[:ax] + i.shape + x.shape[ax + 1:], x.vma | i.vma, x.dtype)]
 
@@ -76,9 +79,12 @@ class Take(ExprOp):
         axis = draw(st.integers(0, len(shape) - 1))
         rest = math.prod(shape) // shape[axis] if shape[axis] else 0
         idx = [v for v in scope.values((INT,)) if vis[v].rank <= MAX_INDEX_RANK
-               and rest * vis[v].size <= scope.max_elements and len(shape) - 1 + vis[v].rank <= scope.max_rank]
+               and rest * vis[v].size <= scope.max_elements and len(shape) - 1 + vis[v].rank <= scope.max_rank
+               and (shape[axis] or vis[v].size == 0)]
+        if not shape[axis] and not idx:  # (only an empty index may be taken from an empty dim)
+            return None
         prelude = []
-        pick = draw(st.sampled_from(idx + [None])) if idx else None
+        pick = draw(st.sampled_from(idx + [None] * bool(shape[axis]))) if idx else None
         if pick is None:
             got = start_index(draw, ctx, scope)
             if got is None:
