@@ -70,7 +70,11 @@ import jax
 buf = io.StringIO()
 with contextlib.redirect_stdout(buf):
     jax.print_environment_info()
-print(json.dumps({"caps": capabilities(jax), "info": buf.getvalue()}))
+try:  # the release's default SPMD partitioner (None: a release without the flag, GSPMD only)
+    shardy = bool(jax.config.jax_use_shardy_partitioner)
+except AttributeError:
+    shardy = None
+print(json.dumps({"caps": capabilities(jax), "info": buf.getvalue(), "shardy": shardy}))
 '''
 
 # (title, address, what it says) of the JAX documentation for each feature of a program
@@ -315,8 +319,9 @@ def choose_interpreter(case: Case, python: str | None, jax_version: str | None, 
     return sys.executable
 
 
-def _env(traceback_off: bool = False, xla_flags: tuple = ()) -> dict:
+def _env(traceback_off: bool = False, xla_flags: tuple = (), extra: dict | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the repro must not see shardfuzz
+    env.update(extra or {})
     env["XLA_FLAGS"] = " ".join([f for f in env.get("XLA_FLAGS", "").split() if "device_count" not in f]
                                 + ["--xla_force_host_platform_device_count=8", *xla_flags])
     env["JAX_PLATFORMS"] = "cpu"
@@ -326,7 +331,11 @@ def _env(traceback_off: bool = False, xla_flags: tuple = ()) -> dict:
 
 
 def probe(python: str) -> tuple:
-    """(capabilities, ``jax.print_environment_info()`` text) of an interpreter; ExportError if it has no JAX."""
+    """(capabilities, ``jax.print_environment_info()`` text) of an interpreter; ExportError if it has no JAX.
+
+    The capabilities also carry ``shardy_default``: whether the release partitions with Shardy
+    by default (``jax_use_shardy_partitioner``), None for a release without that flag.
+    """
     worker = str(Path(__file__).with_name("worker.py"))
     try:
         r = subprocess.run([python, "-c", _PROBE, worker], capture_output=True, text=True, env=_env(),
@@ -336,7 +345,7 @@ def probe(python: str) -> tuple:
             from None
     try:
         data = json.loads(r.stdout.strip().splitlines()[-1])
-        return data["caps"], data["info"]
+        return {**data["caps"], "shardy_default": data.get("shardy")}, data["info"]
     except (ValueError, IndexError, KeyError, TypeError):
         last = (r.stderr.strip().splitlines() or ["no output"])[-1][:150]
         raise ExportError(f"{python} cannot import jax ({last}); pass --python with an interpreter that has jax") \
@@ -370,9 +379,9 @@ def locate_call(case: Case, python: str) -> int | None:
 
 # ------------------------------------------------------------------------------ verification
 
-def run_repro(source: str, python: str, timeout: float, xla_flags: tuple = ()) -> Run:
+def run_repro(source: str, python: str, timeout: float, xla_flags: tuple = (), env: dict | None = None) -> Run:
     """Run ``source`` as repro.py in a fresh process (a temporary directory, JAX_TRACEBACK_FILTERING=off,
-    ``xla_flags`` added to XLA_FLAGS)."""
+    ``xla_flags`` added to XLA_FLAGS, ``env`` added to the environment)."""
     with tempfile.TemporaryDirectory(prefix="shardfuzz-export-") as d:
         path = os.path.join(d, "repro.py")
         record = os.path.join(d, "error.json")
@@ -380,7 +389,7 @@ def run_repro(source: str, python: str, timeout: float, xla_flags: tuple = ()) -
         t0 = time.perf_counter()
         try:
             r = subprocess.run([python, "-c", _RUN, path, record], capture_output=True, text=True, cwd=d,
-                               env=_env(traceback_off=True, xla_flags=xla_flags), timeout=timeout)
+                               env=_env(traceback_off=True, xla_flags=xla_flags, extra=env), timeout=timeout)
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
             err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
@@ -428,8 +437,35 @@ def implicated_passes(source: str, python: str, timeout: float, log=lambda s: No
     return names, [n for n, c in zip(names, cleared) if c]
 
 
-def _passes_text(passes: tuple | None) -> list:
-    """The "XLA passes" lines of ISSUE.md (none when not asked for)."""
+def other_partitioner(source: str, python: str, timeout: float, shardy_default: bool | None) -> tuple | None:
+    """(the release's default SPMD partitioner, the other one, whether the finding disappears with the other).
+
+    The repro is run once more with ``JAX_USE_SHARDY_PARTITIONER`` flipped (JAX's config
+    flag ``jax_use_shardy_partitioner``: Shardy is the default from jax 0.7.0, GSPMD before;
+    jax/_src/config.py). None for a release without the flag (GSPMD only). The finding
+    disappears when that run exits 0 (JAX behaves), not when it fails otherwise.
+    """
+    if shardy_default is None:
+        return None
+    names = ("Shardy", "GSPMD") if shardy_default else ("GSPMD", "Shardy")
+    run = run_repro(source, python, timeout, env={"JAX_USE_SHARDY_PARTITIONER": "false" if shardy_default else "true"})
+    return names[0], names[1], run.returncode == 0
+
+
+def _partitioner_text(partitioner: tuple | None) -> list:
+    if partitioner is None:
+        return []
+    default, other, cleared = partitioner
+    flag = f"`JAX_USE_SHARDY_PARTITIONER={'true' if other == 'Shardy' else 'false'}`"
+    if cleared:
+        return [f"With the other SPMD partitioner ({other} instead of {default}, the default here: {flag}) the "
+                f"finding disappears: {default}'s partitioning of the program is implicated.", ""]
+    return [f"With the other SPMD partitioner ({other} instead of {default}, the default here: {flag}) the finding "
+            f"stays (or the program fails otherwise): it is not specific to {default}.", ""]
+
+
+def _passes_text(passes: tuple | None, partitioner: tuple | None = None) -> list:
+    """The "XLA passes" lines of ISSUE.md (none when not asked for); ``partitioner``: :func:`other_partitioner`'s."""
     if passes is None:
         return []
     tried, implicated = passes
@@ -444,10 +480,13 @@ def _passes_text(passes: tuple | None) -> list:
         if set(implicated) <= PARTITIONER_PASSES:
             head += (" These are the SPMD partitioner itself: without it the program is not split over the "
                      "devices, so this only says that the finding needs the partitioning.")
+    elif partitioner is not None and partitioner[2]:
+        head = (f"Switching off any one of the {len(tried)} XLA passes that changed the program leaves the finding "
+                f"(no single pass is to blame: see the partitioner below).")
     else:
         head = (f"Switching off any one of the {len(tried)} XLA passes that changed the program leaves the finding "
                 "(no single pass is to blame, or the bug is before XLA, in JAX).")
-    return ["XLA passes (`shardfuzz export --xla-passes`):", "", head, ""]
+    return ["XLA passes (`shardfuzz export --xla-passes`):", "", head, "", *_partitioner_text(partitioner)]
 
 
 def judge_run(case: Case, run: Run) -> str:
@@ -699,7 +738,8 @@ def _releases_text(releases) -> str:
     return "\n".join(lines)
 
 
-def issue_text(case: Case, source: str, run: Run, env_info: str, jax_version: str, passes: tuple | None = None) -> str:
+def issue_text(case: Case, source: str, run: Run, env_info: str, jax_version: str, passes: tuple | None = None,
+               partitioner: tuple | None = None) -> str:
     """ISSUE.md: JAX's bug-report layout (title, Description, System info)."""
     what = _line(case.message, 300) if case.message else case.kind
     happens = {
@@ -740,7 +780,7 @@ def issue_text(case: Case, source: str, run: Run, env_info: str, jax_version: st
         "",
         _releases_text(case.releases),
         "",
-        *_passes_text(passes),
+        *_passes_text(passes, partitioner),
         f"Found by shardfuzz, a fuzzer for JAX's sharding transforms (finding `{_line(case.signature, 300)}`).",
         "",
         "### System info (python version, jaxlib version, accelerator, etc.)",
@@ -756,7 +796,8 @@ def export_case(case: Case, python: str, out_dir: Path, log=lambda s: None, xla_
     """Render, verify and write one case; returns (repro path, issue path). ExportError if it does not verify.
 
     ``xla_passes``: also find the XLA passes without which the finding disappears
-    (:func:`implicated_passes`; one run of the repro per pass that changed the program).
+    (:func:`implicated_passes`; one run of the repro per pass that changed the program) and
+    whether it disappears with the other SPMD partitioner (:func:`other_partitioner`, one run).
     """
     from fuzz.typecheck import ProgramError
     from fuzz.util import atomic_write_text
@@ -802,7 +843,8 @@ def export_case(case: Case, python: str, out_dir: Path, log=lambda s: None, xla_
     if why:
         raise ExportError(f"the repro does not show the finding on jax {caps.get('jax_version')}: {why}")
     passes = implicated_passes(source, python, timeout, log) if xla_passes else None
-    text = issue_text(case, source, run, env_info, caps.get("jax_version", "?"), passes)
+    partitioner = other_partitioner(source, python, timeout, caps.get("shardy_default")) if xla_passes else None
+    text = issue_text(case, source, run, env_info, caps.get("jax_version", "?"), passes, partitioner)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         repro_path, issue_path = out_dir / "repro.py", out_dir / "ISSUE.md"
@@ -827,7 +869,8 @@ def export_case(case: Case, python: str, out_dir: Path, log=lambda s: None, xla_
 @click.option("--jax-version", default=None, help="Verify with this released JAX (X.Y.Z) in a cached venv.")
 @click.option("--xla-passes", is_flag=True,
               help="Also switch off, one at a time, each XLA pass that changed the program, and name in "
-                   "ISSUE.md those without which the finding disappears (a run per pass).")
+                   "ISSUE.md those without which the finding disappears (a run per pass); and run it once "
+                   "with the other SPMD partitioner (Shardy or GSPMD).")
 def export(path, finding, out_dir, python, jax_version, xla_passes):
     """Write repro.py and ISSUE.md for a corpus entry (or a report's finding), verified in a fresh process.
 
