@@ -106,6 +106,20 @@ def test_vmap_method_is_rendered_as_the_release_names_it():
         assert f"vectorized={method != 'sequential'}" in old and "vmap_method" not in old
 
 
+def test_a_repro_logs_a_pure_callback_only_when_it_checks_callbacks():
+    # a repro of another oracle has no log: no line at all (it once rendered "lambda x: None(x)")
+    from fuzz.render import render_repro
+
+    p = vmap_program("sequential")
+    for oracle, logs in (("internal-error", False), ("callbacks", True)):
+        finding = {"oracle": oracle, "kind": "k", "message": "m", "call": 0}
+        src = render_repro(p, NEWEST_CAPS, finding, {"results": [[np.zeros((4, 2), np.float32)]],
+                                                     "callbacks": [{"cb1": np.zeros((4, 2))}]})
+        compile(src, "repro.py", "exec")
+        assert "None(x)" not in src
+        assert ("    record('cb1')(x)" in src) == logs and ("logs x, returns" in src) == logs, src
+
+
 # ------------------------------------------------------------------ the oracle's checks per kind
 def kinds_program():
     body = fn(["a"], [eqn("io_callback", ["a"], [], tag="io", ordered=False, returns=False, stop_gradient=False),
