@@ -447,21 +447,19 @@ def other_partitioner(source: str, python: str, timeout: float, shardy_default: 
     """
     if shardy_default is None:
         return None
-    names = ("Shardy", "GSPMD") if shardy_default else ("GSPMD", "Shardy")
-    run = run_repro(source, python, timeout, env={"JAX_USE_SHARDY_PARTITIONER": "false" if shardy_default else "true"})
-    return names[0], names[1], run.returncode == 0
+    default, other = ("Shardy", "GSPMD") if shardy_default else ("GSPMD", "Shardy")
+    run = run_repro(source, python, timeout, env={"JAX_USE_SHARDY_PARTITIONER": str(not shardy_default).lower()})
+    return default, other, run.returncode == 0
 
 
 def _partitioner_text(partitioner: tuple | None) -> list:
     if partitioner is None:
         return []
     default, other, cleared = partitioner
-    flag = f"`JAX_USE_SHARDY_PARTITIONER={'true' if other == 'Shardy' else 'false'}`"
-    if cleared:
-        return [f"With the other SPMD partitioner ({other} instead of {default}, the default here: {flag}) the "
-                f"finding disappears: {default}'s partitioning of the program is implicated.", ""]
-    return [f"With the other SPMD partitioner ({other} instead of {default}, the default here: {flag}) the finding "
-            f"stays (or the program fails otherwise): it is not specific to {default}.", ""]
+    head = (f"With the other SPMD partitioner ({other} instead of {default}, the default here: "
+            f"`JAX_USE_SHARDY_PARTITIONER={str(other == 'Shardy').lower()}`) the finding")
+    return [f"{head} disappears: {default}'s partitioning of the program is implicated." if cleared else
+            f"{head} stays (or the program fails otherwise): it is not specific to {default}.", ""]
 
 
 def _passes_text(passes: tuple | None, partitioner: tuple | None = None) -> list:

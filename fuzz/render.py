@@ -368,6 +368,8 @@ class _Renderer:
         """A tuple of integers as source (``(2,)``, ``(2, 4)``, ``()``); ProgramError for anything else."""
         return _tuple_source(_int(v) for v in values)
 
+    record = True  # the host functions keep what they receive (a repro of another oracle: no-ops)
+
     def callback_host(self, tag: str, returns: bool) -> str:
         """Source of the host function of an io_callback (``tag``: an identifier, already checked)."""
         return f"log_callback({tag!r}, returns=True)" if returns else f"log_callback({tag!r})"

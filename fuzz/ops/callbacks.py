@@ -194,10 +194,9 @@ class PureCallback(Op):
         else:
             how = f"vmap_method={method!r}"
         host = f"_host_{tag}"  # (a leading underscore: no program identifier can take this name)
-        log = rr.callback_host(tag, False)
-        logs = not log.startswith("lambda")  # (a repro that checks no callback leaves out a no-op log)
+        logs = rr.record  # (a repro that checks no callback has no log to call)
         return [f"{ind}def {host}(x):  # pure_callback's host function: {'logs x, ' if logs else ''}returns 2 * x + 1",
-                *([f"{ind}    {log}(x)"] if logs else []),
+                *([f"{ind}    {rr.callback_host(tag, False)}(x)"] if logs else []),
                 f"{ind}    return np.asarray(x) * 2 + 1",
                 f"{ind}{outs[0]} = jax.pure_callback({host}, jax.ShapeDtypeStruct({a}.shape, {a}.dtype), {arg}, "
                 f"{how})"]
