@@ -111,3 +111,69 @@ def test_eager_unreduced_psum_follows_the_release_rule():
 def test_the_worker_measures_eager_unreduced(worker):
     _needs_pcast(worker)
     assert isinstance(worker.caps.get("eager_unreduced"), bool)
+
+
+def scatter_program():
+    # b varies over x (rows split over x), c over x and y: psum_scatter of the unreduced cast
+    # along dim 0 and dim 1; under grad the transposes all_gather_reduced and reduced_vary_cast
+    body = fn(["b", "c"], [eqn("unreduced_psum_scatter", ["b"], ["u"], axes=["x"], axis=0),
+                           eqn("sin", ["c"], ["s"]),
+                           eqn("unreduced_psum_scatter", ["s"], ["v"], axes=["y"], axis=1)],
+              ["u", "v"])
+    loss = fn(["b"], [eqn("sin", ["b"], ["s"]), eqn("unreduced_psum_scatter", ["s"], ["u"], axes=["x"], axis=0),
+                      eqn("wsum", ["u"], ["w"], seed=7), eqn("psum", ["w"], ["l"], axes=["x"])], ["l"])
+    specs = shard_map([[["x"], None], [["x", "y"], None]], [[["x"], None], [["x", "y"], None]])
+    calls = [call("f0", [JIT, specs], ["x0", "x1"]),
+             call("f1", [JIT, GRAD, shard_map([[["x"], None]], [[]])], ["x0"]),
+             call("f1", [JIT, shard_map([[["x"], None]], [[["x"], None]]), GRAD], ["x0"])]
+    return program(mesh=(("x", 2), ("y", 2)), inputs=[("x0", (8, 2), 1), ("x1", (8, 4), 2)],
+                   functions={"f0": body, "f1": loss}, calls=calls)
+
+
+def test_unreduced_psum_scatter_typing():
+    ctx = T.Ctx(mesh={"x": 2, "y": 2}, axes=(T.Axis("x", 2, "mesh"), T.Axis("y", 2, "mesh")))
+    e = eqn("unreduced_psum_scatter", ["a"], ["v"], axes=["x"], axis=1)
+    assert T.eqn_types(e, [T.Ty((3, 4), frozenset({"x"}))], ctx) == [T.Ty((3, 2), frozenset({"x"}))]
+    with pytest.raises(T.ProgramError, match="does not vary over it"):
+        T.eqn_types(e, [T.Ty((3, 4), frozenset({"y"}))], ctx)
+    with pytest.raises(T.ProgramError, match="must divide"):
+        T.eqn_types(e, [T.Ty((3, 3), frozenset({"x"}))], ctx)
+    batched = T.Ctx(mesh={"x": 2}, axes=(T.Axis("_vmap0", 3, "vmap", visible=False), T.Axis("x", 2, "mesh")))
+    with pytest.raises(T.ProgramError, match="unreduced_psum_scatter under vmap"):
+        T.eqn_types(e, [T.Ty((3, 4), frozenset({"x"}))], batched)
+    unchecked = T.Ctx(mesh={"x": 2}, axes=(T.Axis("x", 2, "mesh", check_vma=False),))
+    with pytest.raises(T.ProgramError, match="not a checked manual mesh axis"):
+        T.eqn_types(e, [T.Ty((3, 4), frozenset({"x"}))], unchecked)
+
+
+def test_unreduced_psum_scatter_renders_a_cast_then_a_psum_scatter():
+    src = render(scatter_program(), NEWEST_CAPS).replace('"', "'")
+    assert ("jax.lax.psum_scatter(jax.lax.pcast(b, 'x', to='unreduced'), 'x', scatter_dimension=0, tiled=True)"
+            in src)
+
+
+def test_jax_agrees_with_the_reference_on_unreduced_psum_scatter(worker):
+    _needs_pcast(worker)
+    agree_with_jax(worker, scatter_program())
+
+
+class Unscattered(Reference):
+    """The reference with a planted bug: each device's block of the sum reversed along the
+    scattered dim (a scatter that reads its block backwards)."""
+
+    def collective(self, e, x, ctx):
+        out = super().collective(e, x, ctx)
+        if e["op"] == "unreduced_psum_scatter":
+            return self.xp.flip(out, axis=len(ctx.axes) + e["axis"])
+        return out
+
+
+def test_a_wrong_unreduced_psum_scatter_is_caught(worker):
+    _needs_pcast(worker)
+    p = scatter_program()
+    assert {c for o, c in judged(worker, p, Unscattered(p).evaluate()) if o == "differential"} == {0, 1, 2}
+
+
+def test_generated_programs_with_unreduced_psum_scatter_agree(worker):
+    _needs_pcast(worker)
+    assert "psum_scatter" in agree_on_generated(worker, "unreduced_psum_scatter", 2, tries=(10, 40, 160, 640))

@@ -598,6 +598,49 @@ class PsumScatter(Collective):
                 f"scatter_dimension={rr.int(eqn['axis'])}, tiled=True)")
 
 
+class UnreducedPsumScatter(PsumScatter):
+    """``lax.psum_scatter(lax.pcast(x, axes, to='unreduced'), axes, scatter_dimension=d,
+    tiled=True)`` (jax >= 0.9.0): psum_scatter's values, taken from a value cast to unreduced
+    over the one checked manual axis. JAX binds ``vary_unreduced_cast`` then
+    ``unreduced_reduce_scatter`` (lax/parallel.py: psum_scatter of an unreduced value is
+    "Unreduced -> Varying"), whose transposes are ``all_gather_reduced`` and
+    ``reduced_vary_cast``: under grad the cotangent goes through the *reduced* manual type.
+
+    Its rules are unreduced_psum's (:class:`UnreducedPsum`): not under vmap or a Jacobian, only
+    under jit where the release's eager shard_map has no unreduced values, over a checked axis
+    the operand varies over.
+    """
+
+    name = "unreduced_psum_scatter"
+    dtypes = FLOATS
+    since = "0.9.0"
+    feature_names = ("unreduced", "psum_scatter")
+
+    def result(self, eqn, a, ctx, names):
+        why = UnreducedPsum._refusal(ctx)
+        require(why is None, (why or "").replace("unreduced_psum", self.name))
+        require_checked(self.name, ctx, names)
+        require(names[0] in a.vma, f"{self.name} over {names[0]!r} of a value that does not vary over it")
+        return super().result(eqn, a, ctx, names)
+
+    def draw(self, draw, ctx, scope):
+        if UnreducedPsum._refusal(ctx) is not None:
+            return None
+        checked = set(checked_usable(ctx))
+        cands = {n: [(v, d) for v, d in _divisible_dims(scope, ctx.axis(n).size, self.dtypes)
+                     if n in scope.visible[v].vma] for n in checked}
+        name = self.one_axis(draw, ctx, scope, usable=lambda n: bool(cands.get(n)))
+        if name is None:
+            return None
+        a, d = scope.sample(draw, cands[name], lambda c: c[0])
+        return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axes": [name], "axis": d}
+
+    def expr(self, rr, eqn, a, ctx):
+        axes = rr.axes_source(eqn["axes"])
+        return (f"jax.lax.psum_scatter(jax.lax.pcast({a[0]}, {axes}, to='unreduced'), {axes}, "
+                f"scatter_dimension={rr.int(eqn['axis'])}, tiled=True)")
+
+
 class AllToAll(Collective):
     """``lax.all_to_all`` splitting dim ``split_axis`` and concatenating along ``concat_axis``, tiled."""
 
@@ -645,4 +688,4 @@ class AllToAll(Collective):
 
 
 OPS = (Psum(), Pmean(), Pmax(), Pmin(), AxisIndex(), Pvary(), UnreducedPsum(), AllGather(), AllGatherInvariant(),
-       Ppermute(), PsumScatter(), AllToAll())
+       Ppermute(), PsumScatter(), UnreducedPsumScatter(), AllToAll())
