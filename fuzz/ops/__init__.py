@@ -15,11 +15,11 @@ To add an op: a subclass in its family's module, listed in that module's ``OPS``
 from __future__ import annotations
 
 from fuzz.ops import (callbacks, collectives, custom, elementwise, gather, indices, linalg, movement, random,
-                      reductions, scans, selection, sharding, slicing)
+                      reductions, refs, scans, selection, sharding, slicing)
 from fuzz.ops.base import Op, ProgramError
 
 MODULES = (elementwise, reductions, linalg, movement, slicing, gather, scans, selection, sharding, indices,
-           collectives, callbacks, custom, random)
+           refs, collectives, callbacks, custom, random)
 
 REGISTRY: dict = {}
 for _module in MODULES:
@@ -33,7 +33,7 @@ for _module in MODULES:
 # generator's: simplest families first, so that shrinking moves toward them.
 # "index" (start indices) has weight 0: its ops are drawn only before an op that needs one.
 FAMILY_WEIGHTS = {"unary": 1, "convert": 1, "binary": 1, "reduce": 1, "transpose": 1, "matmul": 1, "broadcast": 1,
-                  "movement": 2, "scan": 1, "select": 1, "sharding": 1, "index": 0, "collective": 3, "random": 1,
+                  "movement": 2, "scan": 1, "select": 1, "sharding": 1, "state": 1, "index": 0, "collective": 3, "random": 1,
                   "io_callback": 1, "callback": 1, "custom": 1, "call": 2}
 
 STRUCTURAL = ("call",)  # equations that are not ops: a nested function under a chain of transforms

@@ -1,0 +1,97 @@
+"""Mutable array references made inside a function: ``jax.new_ref`` / ``jax.freeze``.
+
+``ref_update`` of ``a`` and ``b`` renders as::
+
+    r = jax.new_ref(a)
+    r[...] += b          # mode "add";  r[...] = b  for mode "set"
+    out = jax.freeze(r)  # read "freeze";  out = r[...]  for read "index"
+
+Its value is ``a + b`` (add) or ``b`` (set). JAX stages refs made under a trace as state
+effects and discharges them (``jax._src.state.discharge``; under jit ``pxla``'s
+``_discharge_internal_refs``, in a shard_map body under jit ``shard_map``'s discharge rule),
+a path no other op takes: the docs page "Mutable arrays" (``jax.new_ref``, ``jax.freeze``;
+https://docs.jax.dev/en/latest/array_refs.html).
+
+Typing rules (measured on jax 0.10.2):
+
+- ``a`` and ``b`` share one shape and dtype (a ``set`` of another shape raises "Invalid shape
+  for `swap`");
+- in a shard_map body that is not under jit, none: eager shard_map evaluates each primitive
+  on its own and raises "Eager shard_map cannot return a `jax.Ref`. Please wrap your
+  shard_map in `jax.jit`" (JAX's rule, tested in its tests/shard_map_test.py);
+- over a checked manual axis, ``b`` may vary only over axes ``a`` varies over: the ref's
+  manual type is its initial value's (storing a value varying over more raises a ValueError
+  from ``pvary``).
+
+Since jax 0.8.0 (``jax.freeze`` is public there; ``jax.new_ref`` since 0.7.2).
+"""
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from fuzz.ops.base import NUMERIC, Op, Ty, compute, require, same_dtype
+
+
+def _refusal(ctx) -> str | None:
+    if ctx.manual and not ctx.jit:
+        return "a jax.Ref in a shard_map body outside jit (eager shard_map cannot return a jax.Ref)"
+    return None
+
+
+def _checked(ctx) -> frozenset:
+    return frozenset(a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma)
+
+
+class RefUpdate(Op):
+    """``jax.new_ref(a)``, updated with ``b`` (``+=`` or ``=``), read back (``jax.freeze`` or
+    ``r[...]``): shapes and dtypes of ``a`` and ``b`` equal; result ``a + b`` or ``b`` with
+    ``a``'s shape and dtype, varying where either varies. See the module docstring for the rules."""
+
+    name = "ref_update"
+    family = "state"
+    n_args = 2
+    params = {"mode": {"enum": ["add", "set"]}, "read": {"enum": ["freeze", "index"]}}
+    dtypes = NUMERIC
+    since = "0.8.0"
+    feature_names = ("new_ref",)
+
+    def types(self, eqn, args, ctx):
+        a, b = args
+        dt = same_dtype(self.name, args, self.dtypes)
+        require(a.shape == b.shape, f"ref_update of shapes {a.shape} and {b.shape} (they must be equal)")
+        why = _refusal(ctx)
+        require(why is None, why or "")
+        extra = (b.vma - a.vma) & _checked(ctx)
+        require(not extra, f"ref_update stores a value varying over {sorted(extra)} into a ref that does not")
+        return [Ty(a.shape, a.vma | b.vma, dt)]
+
+    def draw(self, draw, ctx, scope):
+        if _refusal(ctx) is not None:
+            return None
+        xs = scope.values(self.dtypes)
+        if not xs:
+            return None
+        a = scope.pick(draw, xs)
+        ta = scope.visible[a]
+        checked = _checked(ctx)
+        partners = [b for b in xs if scope.visible[b].dtype == ta.dtype and scope.visible[b].shape == ta.shape
+                    and not ((scope.visible[b].vma - ta.vma) & checked)]
+        b = draw(st.sampled_from(partners))  # (a itself is one)
+        return {"op": self.name, "args": [a, b], "outs": [scope.new_var()],
+                "mode": draw(st.sampled_from(["add", "set"])), "read": draw(st.sampled_from(["freeze", "index"]))}
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        a, b = xs
+        if eqn["mode"] == "set":
+            return [b]
+        return [compute(r, ts[0].dtype, r.xp.add, a, b)]  # (in the operands' dtype, as Binary's add)
+
+    def render(self, rr, eqn, args, outs, ctx, ind):
+        ref = f"{outs[0]}_ref"
+        update = "+=" if eqn["mode"] == "add" else "="
+        read = f"jax.freeze({ref})" if eqn["read"] == "freeze" else f"{ref}[...]"
+        return [f"{ind}{ref} = jax.new_ref({args[0]})", f"{ind}{ref}[...] {update} {args[1]}",
+                f"{ind}{outs[0]} = {read}"]
+
+
+OPS = (RefUpdate(),)
