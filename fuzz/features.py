@@ -44,6 +44,8 @@ def _walk_chain(transforms: list, fn: dict, outer: set, out: set, depth: int) ->
                 out.add("check_vma_off")
             if t["axis_names"] is not None:
                 out.add("partial_manual")
+            if t.get("infer"):
+                out.add("infer_in_specs")
     return _walk_function(fn, outer, out, depth + len(transforms))
 
 
@@ -55,7 +57,7 @@ def features(program: dict) -> tuple:
     ``map``: JAX's names), scan_carry (a scan whose carry is not empty), checkpoint_policy:<name> (a checkpoint's policy,
     ``jax.checkpoint_policies.<name>``), in_shardings / out_shardings (a jit's),
     spmd_axis_name, vmap_axis_name, check_vma_off,
-    partial_manual, capture (a function reads a variable of an enclosing
+    partial_manual, infer_in_specs (a shard_map without in_specs and mesh), capture (a function reads a variable of an enclosing
     scope), multi_call, explicit_mesh, enable_checks (the program runs with ``jax_enable_checks``), and what each op
     of the registry names (:meth:`fuzz.ops.base.Op.features`: each collective, wsum,
     io_callback_ordered, io_callback_unordered, io_callback_result, and the data

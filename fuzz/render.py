@@ -292,11 +292,10 @@ class _Renderer:
         if k == "shard_map":
             fn = "jax.shard_map" if self.caps["shard_map"] == "jax" else "shard_map"
             # a nested shard_map takes its (partly manual) mesh from the context
-            kw = [] if nested else ["mesh=mesh"]
-            kw += [
-                f"in_specs={_tuple_source(spec_source(s) for s in t['in_specs'])}",
-                f"out_specs={_tuple_source(spec_source(s) for s in t['out_specs'])}",
-            ]
+            kw = [] if nested or t.get("infer") else ["mesh=mesh"]
+            if not t.get("infer"):  # (else inferred from the arguments' shardings and the context mesh)
+                kw.append(f"in_specs={_tuple_source(spec_source(s) for s in t['in_specs'])}")
+            kw.append(f"out_specs={_tuple_source(spec_source(s) for s in t['out_specs'])}")
             if not t["check_vma"]:
                 kw.append(f"{self.caps['check_kw']}=False")
             names = t["axis_names"]

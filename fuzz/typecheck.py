@@ -55,6 +55,8 @@ from fuzz.ops.base import (DTYPES, FLOAT, JACOBIAN, NO_PARTIAL_COLLECTIVES, UNRE
                            Ctx, ProgramError, Ty, broadcast_shapes, spec_size, version_tuple)
 from fuzz.ops.base import require as _require
 
+NO_INFER_IN_SPECS = "no_infer_in_specs"  # release rule: a shard_map's in_specs cannot be left out
+
 # Op families, from the registry (fuzz/ops/): kept for the modules that name them.
 UNARY = O.names("unary")
 BINARY = O.names("binary")
@@ -312,6 +314,12 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
             _require(n in mesh and n not in ctx.manual, f"shard_map axis {n!r} is not a free mesh axis")
         _require(not (ctx.explicit and ctx.manual), "nested shard_map over an Explicit mesh is not generated")
         _require(not (ctx.explicit and set(names) != set(mesh)), "partial-manual shard_map over an Explicit mesh")
+        # in_specs (and mesh) left out: shard_map infers them from the arguments' shardings and
+        # the context mesh, on a mesh whose axes are all Explicit (jax/_src/shard_map.py:
+        # ``in_specs is Infer``, since jax 0.7.2); the arguments are resharded to in_specs first
+        _require(not t.get("infer") or ctx.explicit, "in_specs inferred on a mesh whose axes are not Explicit")
+        _require(not t.get("infer") or NO_INFER_IN_SPECS not in ctx.rules,
+                 "this JAX release cannot infer a shard_map's in_specs (jax < 0.7.2)")
         # jax/_src/shard_map.py (ShardMapTrace.process_shard_map): "Check consistency between
         # outer and inner shmaps on ... check_vma" -- a nested shard_map must keep the enclosing
         # one's check_vma (eager: a bare `raise Exception`; "TODO: add check in jit path").
@@ -566,6 +574,7 @@ def release_rules(caps: dict | None) -> frozenset:
     - ``no_nested_shard_map``: the experimental shard_map cannot be nested (jax 0.4.26 and
       0.4.38, measured: AttributeError "'RewriteTrace' object has no attribute
       'process_shard_map'"; the renderer also passes no mesh to a nested one);
+    - ``no_infer_in_specs``: no shard_map without in_specs (jax < 0.7.2: in_specs required);
     - ``unreduced_needs_jit``: ``unreduced_psum`` only under jit (``eager_unreduced`` false:
       NotImplementedError "Eager shard_map with unreduced/reduced is not implemented", jax 0.9.2);
     - ``no_op:<name>``: the op ``name`` of the registry (fuzz/ops/) came in a later
@@ -599,6 +608,8 @@ def release_rules(caps: dict | None) -> frozenset:
         rules.add("no_explicit")
     if not caps.get("auto_axes"):
         rules.add("no_auto_axes")
+    if version and version < (0, 7, 2):
+        rules.add(NO_INFER_IN_SPECS)
     return frozenset(rules)
 
 

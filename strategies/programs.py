@@ -36,7 +36,7 @@ DIMS = (1, 2, 4, 8, 16)
 # a program run with jax_enable_checks, and a collective over a vmap axis of an operand that
 # vmap does not batch (see unbatched_collective; not a report feature: judged on the typed program)
 OPTIONS = ("explicit_mesh", "spmd_axis_name", "vmap_axis_name", "partial_manual", "check_vma_off", "capture",
-           "enable_checks", "unbatched_collective")
+           "enable_checks", "unbatched_collective", "infer_in_specs")
 # the mission's core grammar (strategies.swarm.swarm_programs draws some programs from it alone): jit, shard_map, vmap (spmd_axis_name, axis_name),
 # grad, io_callback and the collectives over elementwise, reduction and matmul ops, float32
 CORE = frozenset({"jit", "shard_map", "vmap", "grad", "call", "spmd_axis_name", "vmap_axis_name", "partial_manual",
@@ -276,7 +276,13 @@ class _Gen:
         outer = [a.check_vma for a in ctx.axes if a.kind == "mesh"]
         # a nested shard_map keeps the enclosing one's check_vma (see fuzz.typecheck.enter)
         check = outer[0] if outer else ("check_vma_off" in self.disabled or draw(st.booleans().map(lambda b: not b)))
-        return {"kind": "shard_map", "in_specs": in_specs, "out_specs": [], "check_vma": check, "axis_names": names}
+        t = {"kind": "shard_map", "in_specs": in_specs, "out_specs": [], "check_vma": check, "axis_names": names}
+        # on an Explicit mesh, half of the time without in_specs and mesh: inferred from the
+        # (resharded) arguments and the context mesh, JAX's other path (fuzz.typecheck.enter)
+        if ctx.explicit and T.NO_INFER_IN_SPECS not in ctx.rules and "infer_in_specs" not in self.disabled \
+                and draw(st.booleans()):
+            t["infer"] = True
+        return t
 
     def jit_in(self, ctx: T.Ctx, args: list) -> dict:
         """A jit, three in five with in_shardings and/or out_shardings where the typing rules
