@@ -24,14 +24,17 @@ def ref_program():
     loss = fn(["a", "b"], [eqn("ref_update", ["a", "b"], ["u"], mode="add", read="index"),
                            eqn("sin", ["u"], ["s"]), eqn("mul", ["s", "a"], ["m"]),
                            eqn("wsum", ["m"], ["l"], seed=3)], ["l"])
+    lone = fn(["a", "c"], [eqn("ref_update", ["a", "a"], ["u"], mode="add", read="freeze")], ["u"])
     sm = shard_map([[["x"]], [["x"]]], [[["x"]], [["x"]]])
     calls = [call("f0", [JIT], ["x0", "x1"]),
              call("f0", [JIT, sm], ["x0", "x1"]),
              call("f0", [vmap([0, 0], [0, 0])], ["x2", "x3"]),
              call("f1", [JIT, GRAD], ["x0", "x1"]),
-             call("f0", [], ["x0", "x1"])]
+             call("f0", [], ["x0", "x1"]),
+             # the ref of unbatched operands under vmap: batched all the same (out_axes 0)
+             call("f2", [vmap([None, 0], [0])], ["x0", "x2"])]
     return program(mesh=(("x", 2),), inputs=[("x0", (8,), 1), ("x1", (8,), 2), ("x2", (3, 4), 3), ("x3", (3, 4), 4)],
-                   functions={"f0": body, "f1": loss}, calls=calls)
+                   functions={"f0": body, "f1": loss, "f2": lone}, calls=calls)
 
 
 def test_ref_update_typing():
@@ -48,6 +51,12 @@ def test_ref_update_typing():
     eager = T.Ctx(mesh={"x": 2}, axes=(T.Axis("x", 2, "mesh"),))
     with pytest.raises(T.ProgramError, match="outside jit"):
         T.eqn_types(e, [T.Ty((3,), vx), T.Ty((3,), vx)], eager)
+    # under vmap JAX batches every ref made there (jax-ml/jax#31672): the result is batched
+    vctx = T.Ctx(mesh={}, axes=(T.Axis("_vmap0", 3, "vmap", visible=False),))
+    assert T.eqn_types(e, [T.Ty((3,)), T.Ty((3,))], vctx) == [T.Ty((3,), frozenset({"_vmap0"}))]
+    jacfwd = T.Ctx(mesh={}, grad_at=0, rules=frozenset({T.JACOBIAN, T.FORWARD_MODE}))
+    with pytest.raises(T.ProgramError, match="jacfwd"):
+        T.eqn_types(e, [T.Ty((3,)), T.Ty((3,))], jacfwd)
     with pytest.raises(T.ProgramError, match="mixed dtypes"):
         T.eqn_types(e, [T.Ty((3,)), T.Ty((3,), dtype="int32")], T.Ctx(mesh={}))
 
