@@ -719,10 +719,11 @@ def test_an_op_has_twins_on_its_operands():
         return {k: v for k, v in a.items() if k not in ("op", "outs")} == \
             {k: v for k, v in b.items() if k not in ("op", "outs")}
 
-    pairs = [(a["op"], b["op"]) for p in drawn_programs([1, 2], 300) for f in p["functions"].values()
+    # (pooled over four seeds: one pair of seeds drew 9 to 36 twins as the grammar grew, session 31)
+    pairs = [(a["op"], b["op"]) for p in drawn_programs([1, 2, 3, 4], 300) for f in p["functions"].values()
              for a, b in zip(f["eqns"], f["eqns"][1:])
              if a["op"] in O.REGISTRY and b["op"] in {o.name for o in twins(O.get(a["op"]))} and same(a, b)]
-    assert len(pairs) >= 12, pairs
+    assert len(pairs) >= 24, pairs
     assert len({a for a, _ in pairs}) >= 4, pairs  # of several families
     assert twins(O.get("reduce_window_sum")) == [O.get("reduce_window_max")]
     assert twins(O.get("wsum")) == [] and twins(None) == []
