@@ -28,11 +28,11 @@ def ref_program():
     sm = shard_map([[["x"]], [["x"]]], [[["x"]], [["x"]]])
     calls = [call("f0", [JIT], ["x0", "x1"]),
              call("f0", [JIT, sm], ["x0", "x1"]),
-             call("f0", [vmap([0, 0], [0, 0])], ["x2", "x3"]),
+             call("f0", [JIT, vmap([0, 0], [0, 0])], ["x2", "x3"]),
              call("f1", [JIT, GRAD], ["x0", "x1"]),
-             call("f0", [], ["x0", "x1"]),
+             call("f0", [JIT, sm], ["x1", "x0"]),
              # the ref of unbatched operands under vmap: batched all the same (out_axes 0)
-             call("f2", [vmap([None, 0], [0])], ["x0", "x2"])]
+             call("f2", [JIT, vmap([None, 0], [0])], ["x0", "x2"])]
     return program(mesh=(("x", 2),), inputs=[("x0", (8,), 1), ("x1", (8,), 2), ("x2", (3, 4), 3), ("x3", (3, 4), 4)],
                    functions={"f0": body, "f1": loss, "f2": lone}, calls=calls)
 
@@ -48,17 +48,17 @@ def test_ref_update_typing():
         T.eqn_types(e, [T.Ty((3,), frozenset()), T.Ty((3,), vx)], ctx)
     unchecked = T.Ctx(mesh={"x": 2}, axes=(T.Axis("x", 2, "mesh", check_vma=False),), jit=True)
     assert T.eqn_types(e, [T.Ty((3,), frozenset()), T.Ty((3,), vx)], unchecked) == [T.Ty((3,), vx)]
-    eager = T.Ctx(mesh={"x": 2}, axes=(T.Axis("x", 2, "mesh"),))
-    with pytest.raises(T.ProgramError, match="outside jit"):
-        T.eqn_types(e, [T.Ty((3,), vx), T.Ty((3,), vx)], eager)
+    for eager in (T.Ctx(mesh={"x": 2}, axes=(T.Axis("x", 2, "mesh"),)), T.Ctx(mesh={})):
+        with pytest.raises(T.ProgramError, match="outside jit"):
+            T.eqn_types(e, [T.Ty((3,), vx), T.Ty((3,), vx)], eager)
     # under vmap JAX batches every ref made there (jax-ml/jax#31672): the result is batched
-    vctx = T.Ctx(mesh={}, axes=(T.Axis("_vmap0", 3, "vmap", visible=False),))
+    vctx = T.Ctx(mesh={}, axes=(T.Axis("_vmap0", 3, "vmap", visible=False),), jit=True)
     assert T.eqn_types(e, [T.Ty((3,)), T.Ty((3,))], vctx) == [T.Ty((3,), frozenset({"_vmap0"}))]
-    jacfwd = T.Ctx(mesh={}, grad_at=0, rules=frozenset({T.JACOBIAN, T.FORWARD_MODE}))
+    jacfwd = T.Ctx(mesh={}, grad_at=0, jit=True, rules=frozenset({T.JACOBIAN, T.FORWARD_MODE}))
     with pytest.raises(T.ProgramError, match="jacfwd"):
         T.eqn_types(e, [T.Ty((3,)), T.Ty((3,))], jacfwd)
     with pytest.raises(T.ProgramError, match="mixed dtypes"):
-        T.eqn_types(e, [T.Ty((3,)), T.Ty((3,), dtype="int32")], T.Ctx(mesh={}))
+        T.eqn_types(e, [T.Ty((3,)), T.Ty((3,), dtype="int32")], T.Ctx(mesh={}, jit=True))
 
 
 def test_ref_update_renders_new_ref_update_and_read():

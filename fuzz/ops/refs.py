@@ -16,9 +16,13 @@ Typing rules (measured on jax 0.10.2):
 
 - ``a`` and ``b`` share one shape and dtype (a ``set`` of another shape raises "Invalid shape
   for `swap`");
-- in a shard_map body that is not under jit, none: eager shard_map evaluates each primitive
-  on its own and raises "Eager shard_map cannot return a `jax.Ref`. Please wrap your
-  shard_map in `jax.jit`" (JAX's rule, tested in its tests/shard_map_test.py);
+- under jit only. Eagerly a ref's value is committed to one device (``SingleDeviceSharding``
+  of device 0 for an uncommitted operand, measured), so an op mixing it with an array
+  committed to the mesh raises "Received incompatible devices for jitted computation" (a
+  default campaign's finding, session 31: the program's fault, not JAX's); in a shard_map body
+  eager shard_map evaluates each primitive on its own and raises "Eager shard_map cannot
+  return a `jax.Ref`. Please wrap your shard_map in `jax.jit`" (JAX's rule, tested in its
+  tests/shard_map_test.py);
 - over a checked manual axis, ``b`` may vary only over axes ``a`` varies over: the ref's
   manual type is its initial value's (storing a value varying over more raises a ValueError
   from ``pvary``);
@@ -41,8 +45,8 @@ from fuzz.ops.custom import FORWARD_MODE
 
 
 def _refusal(ctx) -> str | None:
-    if ctx.manual and not ctx.jit:
-        return "a jax.Ref in a shard_map body outside jit (eager shard_map cannot return a jax.Ref)"
+    if not ctx.jit:
+        return "a jax.Ref outside jit (eagerly its value is committed to one device)"
     if JACOBIAN in ctx.rules and FORWARD_MODE in ctx.rules:
         return "a jax.Ref under jax.jacfwd (a ref made under vmap is batched: the primal output would be)"
     return None
