@@ -82,17 +82,6 @@ class Halved(Reference):
         return super().primitive(e, xs, ts, ctx)
 
 
-def test_a_wrong_unreduced_psum_is_caught(worker):
-    _needs_pcast(worker)
-    p = unreduced_program()
-    assert {c for o, c in judged(worker, p, Halved(p).evaluate()) if o == "differential"} == {0, 1, 2}
-
-
-def test_generated_programs_with_unreduced_psum_agree(worker):
-    _needs_pcast(worker)
-    # (a rare draw: it needs a checked shard_map body outside any vmap; ~1 program in 150 with the
-    # other ops but a few left out, so the derandomized rounds go further than the default)
-    assert "unreduced" in agree_on_generated(worker, "unreduced_psum", 2, tries=(10, 40, 160, 640))
 
 
 def test_eager_unreduced_psum_follows_the_release_rule():
@@ -168,12 +157,16 @@ class Unscattered(Reference):
         return out
 
 
-def test_a_wrong_unreduced_psum_scatter_is_caught(worker):
+@pytest.mark.parametrize("make, planted", [(unreduced_program, Halved), (scatter_program, Unscattered)])
+def test_a_wrong_unreduced_collective_is_caught(worker, make, planted):
     _needs_pcast(worker)
-    p = scatter_program()
-    assert {c for o, c in judged(worker, p, Unscattered(p).evaluate()) if o == "differential"} == {0, 1, 2}
+    p = make()
+    assert {c for o, c in judged(worker, p, planted(p).evaluate()) if o == "differential"} == {0, 1, 2}
 
 
-def test_generated_programs_with_unreduced_psum_scatter_agree(worker):
+@pytest.mark.parametrize("op, feature", [("unreduced_psum", "unreduced"), ("unreduced_psum_scatter", "psum_scatter")])
+def test_generated_programs_with_unreduced_collectives_agree(worker, op, feature):
     _needs_pcast(worker)
-    assert "psum_scatter" in agree_on_generated(worker, "unreduced_psum_scatter", 2, tries=(10, 40, 160, 640))
+    # (a rare draw: it needs a checked shard_map body outside any vmap; ~1 program in 150 with the
+    # other ops but a few left out, so the derandomized rounds go further than the default)
+    assert feature in agree_on_generated(worker, op, 2, tries=(10, 40, 160, 640))
