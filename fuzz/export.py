@@ -478,12 +478,11 @@ def _passes_text(passes: tuple | None, partitioner: tuple | None = None) -> list
         if set(implicated) <= PARTITIONER_PASSES:
             head += (" These are the SPMD partitioner itself: without it the program is not split over the "
                      "devices, so this only says that the finding needs the partitioning.")
-    elif partitioner is not None and partitioner[2]:
-        head = (f"Switching off any one of the {len(tried)} XLA passes that changed the program leaves the finding "
-                f"(no single pass is to blame: see the partitioner below).")
     else:
+        why = (": see the partitioner below" if partitioner is not None and partitioner[2]
+               else ", or the bug is before XLA, in JAX")
         head = (f"Switching off any one of the {len(tried)} XLA passes that changed the program leaves the finding "
-                "(no single pass is to blame, or the bug is before XLA, in JAX).")
+                f"(no single pass is to blame{why}).")
     return ["XLA passes (`shardfuzz export --xla-passes`):", "", head, "", *_partitioner_text(partitioner)]
 
 

@@ -314,12 +314,9 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
             _require(n in mesh and n not in ctx.manual, f"shard_map axis {n!r} is not a free mesh axis")
         _require(not (ctx.explicit and ctx.manual), "nested shard_map over an Explicit mesh is not generated")
         _require(not (ctx.explicit and set(names) != set(mesh)), "partial-manual shard_map over an Explicit mesh")
-        # in_specs (and mesh) left out: shard_map infers them from the arguments' shardings and
-        # the context mesh, on a mesh whose axes are all Explicit (jax/_src/shard_map.py:
-        # ``in_specs is Infer``, since jax 0.7.2); the arguments are resharded to in_specs first
-        _require(not t.get("infer") or ctx.explicit, "in_specs inferred on a mesh whose axes are not Explicit")
-        _require(not t.get("infer") or NO_INFER_IN_SPECS not in ctx.rules,
-                 "this JAX release cannot infer a shard_map's in_specs (jax < 0.7.2)")
+        if t.get("infer"):
+            why = infer_refusal(ctx)
+            _require(why is None, why or "")
         # jax/_src/shard_map.py (ShardMapTrace.process_shard_map): "Check consistency between
         # outer and inner shmaps on ... check_vma" -- a nested shard_map must keep the enclosing
         # one's check_vma (eager: a bare `raise Exception`; "TODO: add check in jit path").
@@ -418,6 +415,21 @@ def partial_manual_refusal(ctx: Ctx) -> str | None:
     # there (NO_PARTIAL_COLLECTIVES, measured on jax 0.4.28 under vjp)
     if NO_PARTIAL_COLLECTIVES in ctx.rules and REVERSE in ctx.rules:
         return "this JAX release lowers no collective in a partial-manual shard_map: none under reverse mode"
+    return None
+
+
+def infer_refusal(ctx: Ctx) -> str | None:
+    """Why a shard_map in ``ctx`` may not leave out in_specs and mesh (``infer``), or None.
+
+    shard_map then infers in_specs from its arguments' shardings and takes the context mesh,
+    on a mesh whose axes are all Explicit (jax/_src/shard_map.py: ``in_specs is Infer``, since
+    jax 0.7.2: release rule :data:`NO_INFER_IN_SPECS`); the renderer reshards the arguments to
+    the in_specs first, so the inferred ones are the program's.
+    """
+    if not ctx.explicit:
+        return "in_specs inferred on a mesh whose axes are not Explicit"
+    if NO_INFER_IN_SPECS in ctx.rules:
+        return "this JAX release cannot infer a shard_map's in_specs (jax < 0.7.2)"
     return None
 
 

@@ -279,8 +279,7 @@ class _Gen:
         t = {"kind": "shard_map", "in_specs": in_specs, "out_specs": [], "check_vma": check, "axis_names": names}
         # on an Explicit mesh, half of the time without in_specs and mesh: inferred from the
         # (resharded) arguments and the context mesh, JAX's other path (fuzz.typecheck.enter)
-        if ctx.explicit and T.NO_INFER_IN_SPECS not in ctx.rules and "infer_in_specs" not in self.disabled \
-                and draw(st.booleans()):
+        if "infer_in_specs" not in self.disabled and T.infer_refusal(ctx) is None and draw(st.booleans()):
             t["infer"] = True
         return t
 

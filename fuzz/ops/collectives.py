@@ -302,6 +302,26 @@ class Pvary(Collective):
         return f"jax.lax.pcast({a[0]}, {axes}, to='varying')"
 
 
+def unreduced_refusal(op: str, ctx) -> str | None:
+    """Why the unreduced collective ``op`` may not appear in ``ctx`` whatever its operand, or None:
+    see :class:`UnreducedPsum`."""
+    if ctx.batched:
+        return f"{op} under vmap or a Jacobian (its batching rules raise)"
+    if not ctx.jit and UNREDUCED_NEEDS_JIT in ctx.rules:
+        return f"{op} outside jit on a release whose eager shard_map has no unreduced values"
+    return None
+
+
+def require_unreduced(op: str, ctx, names, a: Ty) -> None:
+    """ProgramError unless the unreduced collective ``op`` may cast ``a`` to unreduced over the axes
+    ``names`` here: not refused here, checked manual axes only, each one ``a`` varies over."""
+    why = unreduced_refusal(op, ctx)
+    require(why is None, why or "")
+    require_checked(op, ctx, names)
+    for n in names:
+        require(n in a.vma, f"{op} over {n!r} of a value that does not vary over it")
+
+
 class UnreducedPsum(Reducing):
     """``lax.psum(lax.pcast(x, axes, to='unreduced'), axes)`` (jax >= 0.9.0): a value varying over
     the checked manual mesh axes ``axes`` cast to *unreduced* over them (its logical value is
@@ -324,24 +344,12 @@ class UnreducedPsum(Reducing):
     since = "0.9.0"
     feature_names = ("unreduced",)
 
-    @staticmethod
-    def _refusal(ctx) -> str | None:
-        if ctx.batched:
-            return "unreduced_psum under vmap or a Jacobian (its batching rules raise)"
-        if not ctx.jit and UNREDUCED_NEEDS_JIT in ctx.rules:
-            return "unreduced_psum outside jit on a release whose eager shard_map has no unreduced values"
-        return None
-
     def result(self, eqn, a, ctx, names):
-        why = self._refusal(ctx)
-        require(why is None, why or "")
-        require_checked(self.name, ctx, names)
-        for n in names:
-            require(n in a.vma, f"unreduced_psum over {n!r} of a value that does not vary over it")
+        require_unreduced(self.name, ctx, names, a)
         return Ty(a.shape, a.vma - frozenset(names), a.dtype)
 
     def draw(self, draw, ctx, scope):
-        if self._refusal(ctx) is not None:
+        if unreduced_refusal(self.name, ctx) is not None:
             return None
         axes = set(checked_usable(ctx))
         cands = [v for v in scope.values(self.dtypes) if scope.visible[v].vma & axes]
@@ -617,14 +625,11 @@ class UnreducedPsumScatter(PsumScatter):
     feature_names = ("unreduced", "psum_scatter")
 
     def result(self, eqn, a, ctx, names):
-        why = UnreducedPsum._refusal(ctx)
-        require(why is None, (why or "").replace("unreduced_psum", self.name))
-        require_checked(self.name, ctx, names)
-        require(names[0] in a.vma, f"{self.name} over {names[0]!r} of a value that does not vary over it")
+        require_unreduced(self.name, ctx, names, a)
         return super().result(eqn, a, ctx, names)
 
     def draw(self, draw, ctx, scope):
-        if UnreducedPsum._refusal(ctx) is not None:
+        if unreduced_refusal(self.name, ctx) is not None:
             return None
         checked = set(checked_usable(ctx))
         cands = {n: [(v, d) for v, d in _divisible_dims(scope, ctx.axis(n).size, self.dtypes)

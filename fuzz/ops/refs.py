@@ -41,6 +41,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from fuzz.ops.base import JACOBIAN, NUMERIC, Op, Ty, compute, require, same_dtype
+from fuzz.ops.collectives import checked_axes
 from fuzz.ops.custom import FORWARD_MODE
 
 
@@ -50,10 +51,6 @@ def _refusal(ctx) -> str | None:
     if JACOBIAN in ctx.rules and FORWARD_MODE in ctx.rules:
         return "a jax.Ref under jax.jacfwd (a ref made under vmap is batched: the primal output would be)"
     return None
-
-
-def _checked(ctx) -> frozenset:
-    return frozenset(a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma)
 
 
 class RefUpdate(Op):
@@ -75,7 +72,7 @@ class RefUpdate(Op):
         require(a.shape == b.shape, f"ref_update of shapes {a.shape} and {b.shape} (they must be equal)")
         why = _refusal(ctx)
         require(why is None, why or "")
-        extra = (b.vma - a.vma) & _checked(ctx)
+        extra = (b.vma - a.vma) & checked_axes(ctx)
         require(not extra, f"ref_update stores a value varying over {sorted(extra)} into a ref that does not")
         batched = frozenset(x.name for x in ctx.axes if x.kind == "vmap")  # (see the module docstring)
         return [Ty(a.shape, a.vma | b.vma | batched, dt)]
@@ -88,7 +85,7 @@ class RefUpdate(Op):
             return None
         a = scope.pick(draw, xs)
         ta = scope.visible[a]
-        checked = _checked(ctx)
+        checked = checked_axes(ctx)
         partners = [b for b in xs if scope.visible[b].dtype == ta.dtype and scope.visible[b].shape == ta.shape
                     and not ((scope.visible[b].vma - ta.vma) & checked)]
         b = draw(st.sampled_from(partners))  # (a itself is one)
