@@ -232,6 +232,13 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         # (check_program compares them); in an eager body they are not: refused there.
         _require(t.get("in_specs") is None or ctx.jit or top,
                  "a jit with in_shardings in an eager function body (its arguments are committed arrays)")
+        # donate_argnums (https://docs.jax.dev/en/latest/faq.html#buffer-donation): only on a
+        # program's call, whose arguments are concrete arrays (fuzz.render passes copies of the
+        # donated inputs, which stay for later calls); a traced argument's donation means nothing
+        donate = t.get("donate_argnums") or []
+        _require(not donate or top, "donate_argnums on a jit that is not a program call's first transform")
+        _require(all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(args) for i in donate)
+                 and len(set(donate)) == len(donate), "donate_argnums must be distinct argument positions")
         return replace(ctx, jit=True), list(args)
     if kind == "auto_axes":
         # jax.sharding.auto_axes(f, out_sharding=...): f sees the mesh's axes as Auto; its

@@ -36,7 +36,7 @@ DIMS = (1, 2, 4, 8, 16)
 # a program run with jax_enable_checks, and a collective over a vmap axis of an operand that
 # vmap does not batch (see unbatched_collective; not a report feature: judged on the typed program)
 OPTIONS = ("explicit_mesh", "spmd_axis_name", "vmap_axis_name", "partial_manual", "check_vma_off", "capture",
-           "enable_checks", "unbatched_collective", "infer_in_specs")
+           "enable_checks", "unbatched_collective", "infer_in_specs", "donate_argnums")
 # the mission's core grammar (strategies.swarm.swarm_programs draws some programs from it alone): jit, shard_map, vmap (spmd_axis_name, axis_name),
 # grad, io_callback and the collectives over elementwise, reduction and matmul ops, float32
 CORE = frozenset({"jit", "shard_map", "vmap", "grad", "call", "spmd_axis_name", "vmap_axis_name", "partial_manual",
@@ -988,6 +988,13 @@ def programs(draw, caps: dict = NEWEST_CAPS, max_depth: int = 4, max_eqns: int =
         g.committed = [next(i["spec"] for i in inputs if i["name"] == a) for a in names]
         transforms, fn, _ = g.chain_call(ctx, [in_types[a] for a in names], dict(in_types), 0, n + jit_first,
                                          jit_first=jit_first)
+        # one jitted call in four donates some of its arguments, as a training step donates its
+        # parameters and optimizer state: XLA then aliases an argument's buffers (per shard) to
+        # results of its shape and sharding (https://docs.jax.dev/en/latest/faq.html#buffer-donation)
+        if (transforms and transforms[0]["kind"] == "jit" and "donate_argnums" not in disabled
+                and draw(st.integers(0, 3)) == 3):
+            transforms[0]["donate_argnums"] = sorted(draw(st.lists(st.integers(0, len(names) - 1), min_size=1,
+                                                                   max_size=len(names), unique=True)))
         fname = f"f{len(program['functions'])}"
         program["functions"][fname] = fn
         program["calls"].append({"function": fname, "transforms": transforms, "args": names})
