@@ -22,6 +22,12 @@ batching rule. Rules (measured on jax 0.10.2): only on an Explicit mesh, outside
 body; the axes divide the dim ("does not evenly divide the dimension size" otherwise); it
 runs eagerly, under jit, grad and vmap, with spmd_axis_name naming the same axis or another.
 Explicit meshes need ``jax.sharding.reshard`` (fuzz/worker.py caps), in jax 0.7.0 and later.
+
+Two compiler annotations that leave values as they are, with rules of their own in every
+transform: ``shard_alike`` (``jax.experimental.shard_alike.shard_alike(x, y)``: x and y get
+one sharding, whichever the partitioner picks; a sharding group in Shardy) and
+``optimization_barrier`` (``jax.lax.optimization_barrier((x, ...))``: no computation moves
+across it; remat and scan code use it). See their classes for the rules measured.
 """
 from __future__ import annotations
 
@@ -29,7 +35,7 @@ import math
 
 from hypothesis import strategies as st
 
-from fuzz.ops.base import AXES, DIM, FLOAT, ExprOp, Op, require
+from fuzz.ops.base import AXES, DIM, FLOAT, NUMERIC, ExprOp, Op, OneOf, require
 
 
 def splits(n: int, axes: list, mesh: dict) -> list:
@@ -132,4 +138,111 @@ class Reshard(WithShardingConstraint):
         return f"jax.sharding.reshard(jax.sharding.reshard({a[0]}, {rr.spec_source(spec)}), P())"
 
 
-OPS = (WithShardingConstraint(), DevicePut(), Reshard())
+class ShardAlike(Op):
+    """``x2, y2 = shard_alike(x, y)`` (``jax.experimental.shard_alike``): ``x`` and ``y`` of one
+    shape (any numeric dtypes, each its own), results equal to them, each with its operand's
+    type (varying axes included: ``jax.typeof`` in a checked shard_map body, jax 0.10.2).
+
+    Semantics: https://docs.jax.dev/en/latest/jax.experimental.shard_alike.html (the two
+    values get the same sharding; values unchanged). Rules measured on jax 0.10.2 (and 0.4.26,
+    0.4.38, 0.5.3, 0.6.1 where they differ): eagerly, under jit, grad, vmap (one operand batched
+    and the other not included) and spmd_axis_name, in shard_map bodies with check_vma on and
+    off, on Auto and Explicit meshes; the shapes JAX compares are the per-example / per-block
+    ones, which the typing rules see. On releases with the experimental shard_map's
+    replication check (release rule ``check_rep``: 0.4.26-0.5.3) a checked shard_map body
+    refuses it: NotImplementedError "No replication rule for shard_alike".
+    """
+
+    name = "shard_alike"
+    family = "sharding"
+    n_args = 2
+    n_outs = frozenset({2})
+    dtypes = NUMERIC
+    feature_names = ("shard_alike",)
+
+    def arg_dtypes(self, eqn):
+        return (OneOf(self.dtypes),) * 2  # (each operand keeps its own dtype)
+
+    @staticmethod
+    def _refusal(ctx) -> str | None:
+        if "check_rep" in ctx.rules and checked_manual(ctx):
+            return "shard_alike in a shard_map body with check_rep on (no replication rule on this release)"
+        return None
+
+    def types(self, eqn, args, ctx):
+        a, b = args
+        require(a.shape == b.shape, f"shard_alike of shapes {a.shape} and {b.shape} (they must be equal)")
+        why = self._refusal(ctx)
+        require(why is None, why or "")
+        return [a, b]
+
+    def draw(self, draw, ctx, scope):
+        if self._refusal(ctx) is not None:
+            return None
+        xs = scope.values(self.dtypes)
+        if not xs:
+            return None
+        a = scope.pick(draw, xs)
+        partners = [b for b in xs if scope.visible[b].shape == scope.visible[a].shape]
+        b = draw(st.sampled_from(partners))  # (a itself is one)
+        return {"op": self.name, "args": [a, b], "outs": [scope.new_var(), scope.new_var()]}
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        return list(xs)
+
+    def render(self, rr, eqn, args, outs, ctx, ind):
+        return [f"{ind}from jax.experimental.shard_alike import shard_alike",
+                f"{ind}{outs[0]}, {outs[1]} = shard_alike({args[0]}, {args[1]})"]
+
+
+class OptimizationBarrier(Op):
+    """``(x2, ...) = jax.lax.optimization_barrier((x, ...))`` of one or two operands (any numeric
+    dtypes and shapes): results equal to them, with their types.
+
+    Semantics: https://docs.jax.dev/en/latest/_autosummary/jax.lax.optimization_barrier.html
+    (the identity; it keeps XLA from moving computation across it). Rules measured on jax
+    0.10.2: eagerly, under jit, grad, vmap with and without spmd_axis_name, in shard_map bodies
+    with check_vma on and off (eager and jit), on Auto and Explicit meshes. Since 0.5.3 here:
+    ``jax.lax.optimization_barrier`` is missing on 0.4.29 and 0.4.31, and 0.4.38 has no
+    differentiation rule for it ("Differentiation rule for 'optimization_barrier' not
+    implemented"); 0.5.3 runs all of the above (measured).
+    """
+
+    name = "optimization_barrier"
+    family = "sharding"
+    n_args = frozenset({1, 2})
+    n_outs = frozenset({1, 2})
+    dtypes = NUMERIC
+    since = "0.5.3"
+    feature_names = ("optimization_barrier",)
+
+    def arg_dtypes(self, eqn):
+        return (OneOf(self.dtypes),) * len(eqn["args"])
+
+    def types(self, eqn, args, ctx):
+        require(len(eqn["outs"]) == len(args), "optimization_barrier has one result per operand")
+        return list(args)
+
+    def draw(self, draw, ctx, scope):
+        xs = scope.values(self.dtypes)
+        if not xs:
+            return None
+        args = [scope.pick(draw, xs)]
+        if draw(st.booleans()):
+            args.append(draw(st.sampled_from(xs)))
+        return {"op": self.name, "args": args, "outs": [scope.new_var() for _ in args]}
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        return list(xs)
+
+    def render(self, rr, eqn, args, outs, ctx, ind):
+        lhs = outs[0] + "," if len(outs) == 1 else ", ".join(outs)
+        return [f"{ind}{lhs} = jax.lax.optimization_barrier(({', '.join(args)}{',' if len(args) == 1 else ''}))"]
+
+
+def checked_manual(ctx) -> bool:
+    """Whether some enclosing shard_map has its check (check_vma / check_rep) on."""
+    return any(a.kind == "mesh" and a.check_vma for a in ctx.axes)
+
+
+OPS = (WithShardingConstraint(), DevicePut(), Reshard(), ShardAlike(), OptimizationBarrier())
