@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 
-from oracles.common import Finding, call_label, normalize
+from oracles.common import Finding, call_label
 
 NAMES = ("determinism",)  # the oracle names of the findings this module makes
 
@@ -31,9 +31,41 @@ def canonical(text: str) -> str:
 
 def first_diff(a: str, b: str, context: int = 2, limit: int = 40) -> tuple:
     """(first differing line of ``a`` (or ``b``), unified diff of at most ``limit`` lines)."""
+    line, _, diff = _first_diff(a, b, context, limit)
+    return line, diff
+
+
+def _first_diff(a: str, b: str, context: int = 2, limit: int = 40) -> tuple:
+    """(first removed line, first added line ("" if none), unified diff of at most ``limit`` lines)."""
     lines = list(difflib.unified_diff(a.splitlines(), b.splitlines(), "first", "second", n=context, lineterm=""))
-    changed = next((ln for ln in lines[2:] if ln[:1] in "+-"), "")
-    return changed[1:].strip(), "\n".join(lines[:limit])
+    body = lines[2:]
+    removed = next((ln[1:].strip() for ln in body if ln[:1] == "-"), "")
+    added = next((ln[1:].strip() for ln in body if ln[:1] == "+"), "")
+    return removed or added, added if removed else "", "\n".join(lines[:limit])
+
+
+_OP = re.compile(r"^([A-Za-z_][\w.]*)")  # the op a line starts with: dialect.op (sdy.sharding_group, func.func), module
+_SSA = re.compile(r"^(%[\w#:, %]+=\s*)")  # the results an op line starts with
+_ATTR = re.compile(r"([A-Za-z_][\w.]*)\s*=\s*(\"[^\"]*\"|#[\w.]+<[^>]*>|\[[^\]]*\]|[^\s,{}()]+)")
+
+
+def diff_key(line: str, other: str) -> str:
+    """What a lowering difference is about, for its signature: the MLIR op of the first
+    differing line (``sdy.sharding_group``; else its first word) and, when the other lowering
+    has a changed version of that line, the attributes whose values differ (``group_id``).
+
+    One root cause gives one key whatever the shapes, SSA names and counters around it (a
+    process-wide counter in ``shard_alike``'s lowering changed ``group_id`` in lines that
+    differed in 14 other ways). The op and attribute syntax is StableHLO's / Shardy's printed
+    MLIR (https://mlir.llvm.org/docs/LangRef/)."""
+    stripped = _SSA.sub("", line)
+    m = _OP.match(stripped)
+    op = m.group(1)[:60] if m else "?"
+    attrs = []
+    if other:
+        mine, theirs = dict(_ATTR.findall(stripped)), dict(_ATTR.findall(_SSA.sub("", other)))
+        attrs = sorted(k for k in mine.keys() & theirs.keys() if mine[k] != theirs[k])
+    return op + (f": {', '.join(a[:40] for a in attrs[:4])}" if attrs else "")
 
 
 def judge(program: dict, outcome: dict, other: dict | None, seeds: tuple = ("0", "1")) -> list:
@@ -58,18 +90,18 @@ def judge(program: dict, outcome: dict, other: dict | None, seeds: tuple = ("0",
                 continue
             first, again = canonical(first), canonical(again)
             if again != first:
-                line, diff = first_diff(first, again)
+                line, other_line, diff = _first_diff(first, again)
                 found.append(Finding("determinism", "within-process",
                                      f"{label}: lowering changes after jax.clear_caches(): {line[:120]}", k, diff,
-                                     signature=f"determinism: within-process: {normalize(line)}"))
+                                     signature=f"determinism: within-process: {diff_key(line, other_line)}"))
                 break
         if ok_other:
             theirs = other["calls"][k].get("lowering")
             theirs = canonical(theirs) if theirs is not None else None
             if theirs is not None and theirs != text:
-                line, diff = first_diff(text, theirs)
+                line, other_line, diff = _first_diff(text, theirs)
                 found.append(Finding("determinism", "cross-process",
                                      f"{label}: lowering differs between PYTHONHASHSEED={seeds[0]} and "
                                      f"{seeds[1]}: {line[:120]}", k, diff,
-                                     signature=f"determinism: cross-process: {normalize(line)}"))
+                                     signature=f"determinism: cross-process: {diff_key(line, other_line)}"))
     return found

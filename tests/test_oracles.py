@@ -273,3 +273,22 @@ def test_a_call_that_raises_does_not_stop_the_others_from_being_judged(worker):
     ref["results"][1][0] = ref["results"][1][0] + 0.5
     found = oracles.judge(p, out, ref)
     assert sorted((f.oracle, f.call) for f in found) == [("differential", 1), ("internal-error", 0)]
+
+
+def test_a_lowering_difference_is_keyed_by_its_op_and_the_attributes_that_differ():
+    """One root cause, one signature: shard_alike's process-wide group counter changed
+    ``group_id`` in lines that differed in SSA names and shapes too (14 signatures in one
+    campaign before); a changed sharding annotation keys on the op and ``mhlo.sharding``."""
+    from oracles.determinism import diff_key
+
+    keys = {diff_key(f"{ssa}sdy.sharding_group {v} group_id={i} : tensor<{t}>",
+                     f"{ssa}sdy.sharding_group {v} group_id={i + 5} : tensor<{t}>")
+            for ssa in ("", "%2 = ") for v in ("%arg0", "%cst_3", "%7") for i in (0, 12) for t in ("f32", "2x4xf32")}
+    assert keys == {"sdy.sharding_group: group_id"}
+    assert diff_key('%0 = stablehlo.custom_call @Sharding(%arg0) {mhlo.sharding = "{devices=[2,1]<=[2]}"} : '
+                    '(tensor<8xf32>) -> tensor<8xf32>',
+                    '%0 = stablehlo.custom_call @Sharding(%arg0) {mhlo.sharding = "{devices=[1,2]<=[2]}"} : '
+                    '(tensor<8xf32>) -> tensor<8xf32>') == "stablehlo.custom_call: mhlo.sharding"
+    assert diff_key("%1 = stablehlo.add %0, %0 : tensor<4xf32>", "") == "stablehlo.add"
+    assert diff_key("%1 = stablehlo.sine %0 : tensor<4xf32>", "%1 = stablehlo.cosine %0 : tensor<4xf32>") \
+        == "stablehlo.sine"
