@@ -41,6 +41,8 @@ def _walk_chain(transforms: list, fn: dict, outer: set, out: set, depth: int) ->
                        if t.get(key) is not None)
             if t.get("donate_argnums"):
                 out.add("donate_argnums")
+            if t.get("inline"):
+                out.add("jit_inline")
         if t["kind"] == "shard_map":
             if not t["check_vma"]:
                 out.add("check_vma_off")
@@ -57,7 +59,7 @@ def features(program: dict) -> tuple:
     Names: transform kinds (jit, shard_map, vmap, grad, value_and_grad, vjp, jvp,
     checkpoint, jacrev, jacfwd, cond, fori_loop, while_loop, linearize, scan, and lax_map for a
     ``map``: JAX's names), scan_carry (a scan whose carry is not empty), checkpoint_policy:<name> (a checkpoint's policy,
-    ``jax.checkpoint_policies.<name>``), in_shardings / out_shardings / donate_argnums (a jit's),
+    ``jax.checkpoint_policies.<name>``), in_shardings / out_shardings / donate_argnums (a jit's), jit_inline (a jit with inline=True),
     spmd_axis_name, vmap_axis_name, check_vma_off,
     partial_manual, infer_in_specs (a shard_map without in_specs and mesh), capture (a function reads a variable of an enclosing
     scope), multi_call, explicit_mesh, enable_checks (the program runs with ``jax_enable_checks``), and what each op

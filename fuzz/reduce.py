@@ -1290,6 +1290,8 @@ def _pass_params(ix: _Index, call, start):
             tp = cpath + (ti,)
             if t.get("check_vma") is False:
                 makes.append(setter(tp, "check_vma", True))
+            if t.get("inline") is True:
+                makes.append(setter(tp, "inline", False))
             # (a jit's in_specs / out_specs: its in_shardings / out_shardings, null for none; donate_argnums)
             nullable = ("in_specs", "out_specs", "donate_argnums") if t.get("kind") == "jit" else ()
             for key in ("axis_names", "axis_name", "spmd_axis_name", "policy") + nullable:

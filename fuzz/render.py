@@ -248,6 +248,8 @@ class _Renderer:
                          if t.get(key) is not None)
             if t.get("donate_argnums"):
                 kw += f", donate_argnums={_tuple_source(map(_int, t['donate_argnums']))}"
+            if t.get("inline"):
+                kw += ", inline=True"
             return f"jax.jit({f}{kw})"
         if k == "grad":
             self.helpers.add("grad")

@@ -36,7 +36,7 @@ DIMS = (1, 2, 4, 8, 16)
 # a program run with jax_enable_checks, and a collective over a vmap axis of an operand that
 # vmap does not batch (see unbatched_collective; not a report feature: judged on the typed program)
 OPTIONS = ("explicit_mesh", "spmd_axis_name", "vmap_axis_name", "partial_manual", "check_vma_off", "capture",
-           "enable_checks", "unbatched_collective", "infer_in_specs", "donate_argnums")
+           "enable_checks", "unbatched_collective", "infer_in_specs", "donate_argnums", "jit_inline")
 # the mission's core grammar (strategies.swarm.swarm_programs draws some programs from it alone): jit, shard_map, vmap (spmd_axis_name, axis_name),
 # grad, io_callback and the collectives over elementwise, reduction and matmul ops, float32
 CORE = frozenset({"jit", "shard_map", "vmap", "grad", "call", "spmd_axis_name", "vmap_axis_name", "partial_manual",
@@ -292,6 +292,11 @@ class _Gen:
         """
         draw = self.draw
         t = {"kind": "jit"}
+        # a traced jit (not a program call's first transform) is inlined into the enclosing
+        # trace one time in four (jax.jit's inline=True: no pjit equation, so the transforms
+        # around it meet its body's equations instead of pjit's own rules)
+        if not ctx.top and "jit_inline" not in self.disabled and draw(st.integers(0, 3)) == 3:
+            t["inline"] = True
         if T.shardings_refusal(ctx):
             return t
         mode = draw(st.sampled_from([None, None, "out", "in", "in+out"]))

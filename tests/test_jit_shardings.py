@@ -110,3 +110,47 @@ def test_jit_shardings_agree_with_jax(worker, transforms, spec):
         p["functions"]["f0"]["eqns"][1:] = [eqn("sum", ["s"], ["r"], axis=0), eqn("cos", ["r"], ["c"])]
     check_program(p)
     agree_with_jax(worker, p)
+
+
+def inlined_program():
+    """A traced jit with inline=True (with and without shardings) under grad, vmap and shard_map."""
+    def inner(k):
+        return fn([f"i{k}"], [eqn("sin", [f"i{k}"], [f"s{k}"]), eqn("mul", [f"s{k}", f"i{k}"], [f"t{k}"])], [f"t{k}"])
+
+    body = fn(["a"], [eqn("call", ["a"], ["m"], transforms=[{**jit(out_specs=[[["a"]]]), "inline": True}],
+                          fn=inner(1)),
+                      eqn("call", ["m"], ["n"], transforms=[{"kind": "jit", "inline": True}], fn=inner(2)),
+                      eqn("wsum", ["n"], ["l"], seed=2)], ["l"])
+    sm_body = fn(["a"], [eqn("call", ["a"], ["m"], transforms=[{"kind": "jit", "inline": True}], fn=inner(3)),
+                         eqn("psum", ["m"], ["p"], axes=["a"])], ["p"])
+    calls = [call("f0", [JIT], ["x0"]), call("f0", [JIT, {"kind": "grad", "argnums": [0]}], ["x0"]),
+             call("f1", [JIT, shard_map([[["a"]]], [[["a"]]])], ["x0"])]
+    p = program(mesh=MESH, inputs=[("x0", (8,), 3)], functions={"f0": body, "f1": sm_body}, calls=calls)
+    return p
+
+
+def test_an_inlined_jit_renders_and_agrees_with_the_reference(worker):
+    p = inlined_program()
+    check_program(p)
+    src = render(p, worker.caps)
+    assert src.count("inline=True") == 3 and "out_shardings=(NamedSharding(mesh, P('a')),), inline=True)" in src
+    assert "jit_inline" in features(p)[0]
+    agree_with_jax(worker, p)
+
+
+def test_the_generator_inlines_traced_jits_only():
+    from helpers import drawn_programs
+
+    progs = [p for p in drawn_programs(range(2), 200) if "jit_inline" in features(p)[0]]
+    assert len(progs) >= 5, len(progs)
+    for p in progs:
+        assert not any(c["transforms"] and c["transforms"][0].get("inline") for c in p["calls"])
+
+
+def test_the_reducer_drops_an_inline_the_finding_does_not_need():
+    p = inlined_program()
+    def interesting(q, call):  # (a finding that needs an inlined jit would keep one)
+        return any(e["op"] == "call" for fn_ in q["functions"].values() for e in fn_["eqns"])
+
+    out = reduce_program(p, interesting)
+    assert "call" in json.dumps(out.program) and '"inline": true' not in json.dumps(out.program)
