@@ -36,6 +36,7 @@ import math
 from hypothesis import strategies as st
 
 from fuzz.ops.base import AXES, DIM, FLOAT, NUMERIC, ExprOp, Op, OneOf, require
+from fuzz.ops.collectives import checked_axes
 
 
 def splits(n: int, axes: list, mesh: dict) -> list:
@@ -165,7 +166,7 @@ class ShardAlike(Op):
 
     @staticmethod
     def _refusal(ctx) -> str | None:
-        if "check_rep" in ctx.rules and checked_manual(ctx):
+        if "check_rep" in ctx.rules and checked_axes(ctx):
             return "shard_alike in a shard_map body with check_rep on (no replication rule on this release)"
         return None
 
@@ -238,11 +239,6 @@ class OptimizationBarrier(Op):
     def render(self, rr, eqn, args, outs, ctx, ind):
         lhs = outs[0] + "," if len(outs) == 1 else ", ".join(outs)
         return [f"{ind}{lhs} = jax.lax.optimization_barrier(({', '.join(args)}{',' if len(args) == 1 else ''}))"]
-
-
-def checked_manual(ctx) -> bool:
-    """Whether some enclosing shard_map has its check (check_vma / check_rep) on."""
-    return any(a.kind == "mesh" and a.check_vma for a in ctx.axes)
 
 
 OPS = (WithShardingConstraint(), DevicePut(), Reshard(), ShardAlike(), OptimizationBarrier())
