@@ -30,13 +30,8 @@ def canonical(text: str) -> str:
 
 
 def first_diff(a: str, b: str, context: int = 2, limit: int = 40) -> tuple:
-    """(first differing line of ``a`` (or ``b``), unified diff of at most ``limit`` lines)."""
-    line, _, diff = _first_diff(a, b, context, limit)
-    return line, diff
-
-
-def _first_diff(a: str, b: str, context: int = 2, limit: int = 40) -> tuple:
-    """(first removed line, first added line ("" if none), unified diff of at most ``limit`` lines)."""
+    """(first removed line of ``a`` (or added line of ``b``), first added line ("" if none),
+    unified diff of at most ``limit`` lines)."""
     lines = list(difflib.unified_diff(a.splitlines(), b.splitlines(), "first", "second", n=context, lineterm=""))
     body = lines[2:]
     removed = next((ln[1:].strip() for ln in body if ln[:1] == "-"), "")
@@ -68,6 +63,13 @@ def diff_key(line: str, other: str) -> str:
     return op + (f": {', '.join(a[:40] for a in attrs[:4])}" if attrs else "")
 
 
+def _finding(kind: str, what: str, a: str, b: str, call: int) -> Finding:
+    """A determinism finding of ``kind`` for lowerings ``a`` and ``b`` of call ``call``."""
+    line, other, diff = first_diff(a, b)
+    return Finding("determinism", kind, f"{what}: {line[:120]}", call, diff,
+                   signature=f"determinism: {kind}: {diff_key(line, other)}")
+
+
 def judge(program: dict, outcome: dict, other: dict | None, seeds: tuple = ("0", "1")) -> list:
     """Findings for calls whose lowering differs across processes or after clearing caches.
 
@@ -90,18 +92,13 @@ def judge(program: dict, outcome: dict, other: dict | None, seeds: tuple = ("0",
                 continue
             first, again = canonical(first), canonical(again)
             if again != first:
-                line, other_line, diff = _first_diff(first, again)
-                found.append(Finding("determinism", "within-process",
-                                     f"{label}: lowering changes after jax.clear_caches(): {line[:120]}", k, diff,
-                                     signature=f"determinism: within-process: {diff_key(line, other_line)}"))
+                found.append(_finding("within-process", f"{label}: lowering changes after jax.clear_caches()",
+                                      first, again, k))
                 break
         if ok_other:
             theirs = other["calls"][k].get("lowering")
             theirs = canonical(theirs) if theirs is not None else None
             if theirs is not None and theirs != text:
-                line, other_line, diff = _first_diff(text, theirs)
-                found.append(Finding("determinism", "cross-process",
-                                     f"{label}: lowering differs between PYTHONHASHSEED={seeds[0]} and "
-                                     f"{seeds[1]}: {line[:120]}", k, diff,
-                                     signature=f"determinism: cross-process: {diff_key(line, other_line)}"))
+                found.append(_finding("cross-process", f"{label}: lowering differs between "
+                                      f"PYTHONHASHSEED={seeds[0]} and {seeds[1]}", text, theirs, k))
     return found

@@ -108,15 +108,14 @@ class WithShardingConstraint(ExprOp):
             return None
         axes = self.usable(ctx)
         vis = scope.visible
-        cands = [(v, d) for v in scope.floats(min_rank=1) for d in range(vis[v].rank)
-                 if (self.uneven(ctx) and vis[v].shape[d] > 0) or any(vis[v].shape[d] % ctx.mesh[n] == 0 for n in axes)]
-        if not cands or not axes:
+        uneven = self.uneven(ctx)
+        cands = [(v, d) for v in scope.floats(min_rank=1) for d, n in enumerate(vis[v].shape)
+                 if splits(n, axes, ctx.mesh) or (uneven and n > 0 and axes)]
+        if not cands:
             return None
         a, d = draw(st.sampled_from(cands))
-        split = draw_split(draw, vis[a].shape[d], axes, ctx.mesh, self.uneven(ctx))
-        if split is None:
-            return None
-        return {"op": self.name, "args": [a], "outs": [scope.new_var()], "axes": split, "dim": d}
+        return {"op": self.name, "args": [a], "outs": [scope.new_var()],
+                "axes": draw_split(draw, vis[a].shape[d], axes, ctx.mesh, uneven), "dim": d}
 
     def as_constraint(self, draw, ctx, arg, ty, dim, out):
         # a real split: axes of size >= 2 only (a size-1 axis splits nothing)
@@ -171,7 +170,20 @@ class Reshard(WithShardingConstraint):
         return f"jax.sharding.reshard(jax.sharding.reshard({a[0]}, {rr.spec_source(spec)}), P())"
 
 
-class ShardAlike(Op):
+class _Identity(Op):
+    """An op whose results are its operands (numeric, each of its own dtype) unchanged: the
+    reference returns them; subclasses give the typing rule, draw and rendering."""
+
+    dtypes = NUMERIC
+
+    def arg_dtypes(self, eqn):
+        return (OneOf(self.dtypes),) * len(eqn["args"])  # (each operand keeps its own dtype)
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        return list(xs)
+
+
+class ShardAlike(_Identity):
     """``x2, y2 = shard_alike(x, y)`` (``jax.experimental.shard_alike``): ``x`` and ``y`` of one
     shape (any numeric dtypes, each its own), results equal to them, each with its operand's
     type (varying axes included: ``jax.typeof`` in a checked shard_map body, jax 0.10.2).
@@ -190,11 +202,7 @@ class ShardAlike(Op):
     family = "sharding"
     n_args = 2
     n_outs = frozenset({2})
-    dtypes = NUMERIC
     feature_names = ("shard_alike",)
-
-    def arg_dtypes(self, eqn):
-        return (OneOf(self.dtypes),) * 2  # (each operand keeps its own dtype)
 
     @staticmethod
     def _refusal(ctx) -> str | None:
@@ -220,15 +228,12 @@ class ShardAlike(Op):
         b = draw(st.sampled_from(partners))  # (a itself is one)
         return {"op": self.name, "args": [a, b], "outs": [scope.new_var(), scope.new_var()]}
 
-    def reference(self, r, eqn, xs, ts, ctx):
-        return list(xs)
-
     def render(self, rr, eqn, args, outs, ctx, ind):
         return [f"{ind}from jax.experimental.shard_alike import shard_alike",
                 f"{ind}{outs[0]}, {outs[1]} = shard_alike({args[0]}, {args[1]})"]
 
 
-class OptimizationBarrier(Op):
+class OptimizationBarrier(_Identity):
     """``(x2, ...) = jax.lax.optimization_barrier((x, ...))`` of one or two operands (any numeric
     dtypes and shapes): results equal to them, with their types.
 
@@ -245,12 +250,8 @@ class OptimizationBarrier(Op):
     family = "sharding"
     n_args = frozenset({1, 2})
     n_outs = frozenset({1, 2})
-    dtypes = NUMERIC
     since = "0.5.3"
     feature_names = ("optimization_barrier",)
-
-    def arg_dtypes(self, eqn):
-        return (OneOf(self.dtypes),) * len(eqn["args"])
 
     def types(self, eqn, args, ctx):
         require(len(eqn["outs"]) == len(args), "optimization_barrier has one result per operand")
@@ -264,9 +265,6 @@ class OptimizationBarrier(Op):
         if draw(st.booleans()):
             args.append(draw(st.sampled_from(xs)))
         return {"op": self.name, "args": args, "outs": [scope.new_var() for _ in args]}
-
-    def reference(self, r, eqn, xs, ts, ctx):
-        return list(xs)
 
     def render(self, rr, eqn, args, outs, ctx, ind):
         lhs = outs[0] + "," if len(outs) == 1 else ", ".join(outs)
