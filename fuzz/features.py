@@ -26,7 +26,7 @@ def _walk_function(fn: dict, outer: set, out: set, depth: int) -> int:
 
 def _walk_chain(transforms: list, fn: dict, outer: set, out: set, depth: int) -> int:
     for t in transforms:
-        out.add(KIND_FEATURES.get(t["kind"], t["kind"]))
+        out.add("pmap" if t.get("pmap") else KIND_FEATURES.get(t["kind"], t["kind"]))
         if t["kind"] == "checkpoint" and t["policy"] is not None:
             out.add(f"checkpoint_policy:{t['policy']}")
         if t["kind"] == "vmap":
@@ -57,7 +57,7 @@ def features(program: dict) -> tuple:
     """(set of feature names, nesting depth) of a program.
 
     Names: transform kinds (jit, shard_map, vmap, grad, value_and_grad, vjp, jvp,
-    checkpoint, jacrev, jacfwd, cond, fori_loop, while_loop, linearize, scan, and lax_map for a
+    checkpoint, jacrev, jacfwd, cond, pmap (a vmap transform with ``pmap: true``), fori_loop, while_loop, linearize, scan, and lax_map for a
     ``map``: JAX's names), scan_carry (a scan whose carry is not empty), checkpoint_policy:<name> (a checkpoint's policy,
     ``jax.checkpoint_policies.<name>``), in_shardings / out_shardings / donate_argnums (a jit's), jit_inline (a jit with inline=True),
     spmd_axis_name, vmap_axis_name, check_vma_off,

@@ -208,6 +208,7 @@ def _chain_score(chain: list) -> int:
             s += 1 + len(t["axis_names"])
         s += (t.get("axis_name") is not None) + (t.get("spmd_axis_name") is not None)
         s += t.get("policy") is not None
+        s += (t.get("inline") is True) + (t.get("pmap") is True)  # (a jit inlined, a vmap run as jax.pmap)
         s += t.get("n") or 0  # a loop's trip count
         s += sum(_spec_score(x) for x in (t.get("in_specs") or []) + (t.get("out_specs") or []))
         s += sum(1 + a for a in (t.get("in_axes") or []) + (t.get("out_axes") or []) if a is not None)
@@ -1290,8 +1291,9 @@ def _pass_params(ix: _Index, call, start):
             tp = cpath + (ti,)
             if t.get("check_vma") is False:
                 makes.append(setter(tp, "check_vma", True))
-            if t.get("inline") is True:
-                makes.append(setter(tp, "inline", False))
+            for key in ("inline", "pmap"):  # (a pmap without its option is the vmap of the same values)
+                if t.get(key) is True:
+                    makes.append(setter(tp, key, False))
             # (a jit's in_specs / out_specs: its in_shardings / out_shardings, null for none; donate_argnums)
             nullable = ("in_specs", "out_specs", "donate_argnums") if t.get("kind") == "jit" else ()
             for key in ("axis_names", "axis_name", "spmd_axis_name", "policy") + nullable:

@@ -302,7 +302,9 @@ class _Renderer:
                 kw.append(f"axis_name={_id(t['axis_name'])!r}")
             if t["spmd_axis_name"] is not None:
                 kw.append(f"spmd_axis_name={_id(t['spmd_axis_name'])!r}")
-            return f"jax.vmap({f}, {', '.join(kw)})"
+            # jax.pmap maps as vmap does, one device per index (its docstring: "Semantically it
+            # is comparable to vmap"); its axis_name is positional-or-keyword, as vmap's
+            return f"jax.{'pmap' if t.get('pmap') else 'vmap'}({f}, {', '.join(kw)})"
         if k == "shard_map":
             fn = "jax.shard_map" if self.caps["shard_map"] == "jax" else "shard_map"
             # a nested shard_map takes its (partly manual) mesh from the context
@@ -506,7 +508,7 @@ class _Renderer:
 def _label(call: dict) -> str:
     expr = call["function"]
     for t in reversed(call["transforms"]):
-        expr = f"{t['kind']}({expr})"
+        expr = f"{'pmap' if t.get('pmap') else t['kind']}({expr})"
     return expr
 
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import builtins
 import keyword
+import math
 import re
 from dataclasses import replace
 
@@ -73,6 +74,13 @@ TRANSFORMS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp"
 # device_put: they name the program's mesh, whose axis types the body does not have) and no
 # nested auto_axes there. Not modelled rather than guessed.
 AUTO_BODY = "auto_axes_body"
+# A rule of the context inside a ``jax.pmap`` (a vmap transform with ``pmap: true``). Since
+# jax 0.8.0 pmap is ``jax.jit(jax.shard_map(f))`` over a mesh of its own, ('name': size), of the
+# first ``size`` devices (jax/_src/pmap.py; https://docs.jax.dev/en/latest/migrate_pmap.html):
+# its body is a manual context of that mesh, so nothing there may name the program's mesh
+# (no shard_map: "The context mesh ... should match the mesh passed to shard_map", the guide's
+# nested-pmap error; no sharding annotation or jit shardings), and no pmap nests in it.
+PMAP_BODY = "pmap_body"
 # Transforms with seeded (co)tangents: typed (and evaluated) as jvp or vjp. linearize is jvp's
 # values through jax.linearize.
 LINEARIZED = ("vjp", "jvp", "linearize")
@@ -162,6 +170,8 @@ def context_refusal(op, ctx: Ctx) -> str | None:
         return f"this JAX release has no {op.name} (it came in {op.since})"
     if op.family == "sharding" and AUTO_BODY in ctx.rules:
         return f"{op.name} inside auto_axes is not generated"
+    if op.family == "sharding" and PMAP_BODY in ctx.rules:
+        return f"{op.name} inside a pmap body (pmap's own mesh is the context there)"
     if effect_refused(op, ctx):
         if NO_EFFECTS in ctx.rules:
             return (f"{op.name} inside a checkpoint under grad / vjp / jvp "
@@ -314,6 +324,7 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         return replace(ctx, grad_at=len(ctx.axes), rules=ctx.rules | {mode}), list(args)
     if kind == "shard_map":
         _require(AUTO_BODY not in ctx.rules, "shard_map inside auto_axes is not generated")
+        _require(PMAP_BODY not in ctx.rules, "shard_map inside a pmap body (the context mesh is pmap's own)")
         mesh = ctx.mesh
         names = t["axis_names"] if t["axis_names"] is not None else [a for a in mesh if a not in ctx.manual]
         _require(len(names) > 0, "shard_map with no manual axis")
@@ -363,6 +374,16 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
                      f"spmd_axis_name {spmd!r} is not a free mesh axis")
             _require(b % ctx.mesh[spmd] == 0, "batch size not divisible by the spmd_axis_name axis")
             reserved = reserved | {spmd}
+        rules = ctx.rules
+        if t.get("pmap"):
+            why = pmap_refusal(ctx, top)
+            _require(why is None, why or "")
+            _require(spmd is None, "pmap has no spmd_axis_name")
+            # pmap runs on the first b devices; a jit around it takes the program's mesh's
+            # devices from its other values ("Received incompatible devices for jitted
+            # computation", the migration guide): b is the mesh's device count
+            _require(b == math.prod(ctx.mesh.values()), f"pmap over {b} devices on a mesh of another count")
+            rules = rules | {PMAP_BODY}
         axis = Axis(name, b, "vmap", visible=t["axis_name"] is not None)
         inner = []
         for i, ax in enumerate(t["in_axes"]):
@@ -371,8 +392,32 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
                 inner.append(a)
             else:
                 inner.append(replace(a, shape=a.shape[:ax] + a.shape[ax + 1:], vma=a.vma | {name}))
-        return replace(ctx, axes=ctx.axes + (axis,), reserved=reserved, n_vmap=ctx.n_vmap + 1), inner
+        return replace(ctx, axes=ctx.axes + (axis,), reserved=reserved, n_vmap=ctx.n_vmap + 1, rules=rules), inner
     raise ProgramError(f"unknown transform {kind!r}")
+
+
+def pmap_refusal(ctx: Ctx, top: bool = False) -> str | None:
+    """Why a ``jax.pmap`` (a vmap with ``pmap: true``: the same values, one device per index)
+    may not sit in ``ctx`` whatever its arguments, or None. ``top``: a program call's first
+    transform (its arguments are the program's inputs, see :func:`check_committed`).
+
+    pmap builds a mesh of its own (PMAP_BODY), so not inside a shard_map or pmap body, not on
+    an Explicit mesh (whose context mesh it would meet: the same "context mesh" ValueError on
+    jax 0.10.2) and not under a vmap with spmd_axis_name (a mesh axis pmap's mesh lacks:
+    KeyError on 0.10.2, not generated). Eager, pmap refuses arguments sharded otherwise than
+    its own split ("jax.pmap no longer silently reshards inputs", the migration guide): its
+    arguments must be traced (under jit, a derivative or a vmap) or, at a program's call,
+    uncommitted inputs.
+    """
+    if ctx.manual or PMAP_BODY in ctx.rules:
+        return "pmap inside a shard_map or pmap body"
+    if ctx.explicit or AUTO_BODY in ctx.rules:
+        return "pmap on an Explicit mesh (its context mesh is not pmap's)"
+    if ctx.reserved:
+        return "pmap under a vmap with spmd_axis_name"
+    if not (top or ctx.jit or ctx.axes or ctx.in_grad):
+        return "pmap of concrete arrays in an eager function body (their shardings are not known here)"
+    return None
 
 
 def _jit_shardings(t: dict, key: str, types: list, ctx: Ctx) -> None:
@@ -449,6 +494,8 @@ def shardings_refusal(ctx: Ctx) -> str | None:
         return "a jit with shardings on an Explicit mesh"
     if AUTO_BODY in ctx.rules:
         return "a jit with shardings inside auto_axes"
+    if PMAP_BODY in ctx.rules:
+        return "a jit with shardings inside a pmap body"
     return None
 
 
@@ -820,6 +867,10 @@ def check_committed(program: dict, transforms: list, args: list) -> None:
     starts with a jit whose in_shardings differ from the spec an input is committed to
     (JAX raises ValueError, see :func:`enter`); an input without a spec is uncommitted."""
     first = transforms[0] if transforms else {}
+    if first.get("kind") == "vmap" and first.get("pmap"):
+        specs = {i["name"]: i["spec"] for i in program["inputs"]}
+        _require(all(specs.get(a) is None for a in args),
+                 "an eager pmap of a committed input (pmap does not reshard its inputs, ValueError in JAX)")
     if first.get("kind") == "jit" and isinstance(first.get("in_specs"), list):
         specs = {i["name"]: i["spec"] for i in program["inputs"]}
         _require(all(specs.get(a) is None or specs[a] == s for a, s in zip(args, first["in_specs"])),

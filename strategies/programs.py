@@ -17,7 +17,7 @@ may capture any variable of the enclosing scopes.
 """
 from __future__ import annotations
 
-
+import math
 from dataclasses import replace
 
 from hypothesis import strategies as st
@@ -36,7 +36,8 @@ DIMS = (1, 2, 4, 8, 16)
 # a program run with jax_enable_checks, and a collective over a vmap axis of an operand that
 # vmap does not batch (see unbatched_collective; not a report feature: judged on the typed program)
 OPTIONS = ("explicit_mesh", "spmd_axis_name", "vmap_axis_name", "partial_manual", "check_vma_off", "capture",
-           "enable_checks", "unbatched_collective", "infer_in_specs", "donate_argnums", "jit_inline")
+           "enable_checks", "unbatched_collective", "infer_in_specs", "donate_argnums", "jit_inline",
+           "pmap")
 # the mission's core grammar (strategies.swarm.swarm_programs draws some programs from it alone): jit, shard_map, vmap (spmd_axis_name, axis_name),
 # grad, io_callback and the collectives over elementwise, reduction and matmul ops, float32
 CORE = frozenset({"jit", "shard_map", "vmap", "grad", "call", "spmd_axis_name", "vmap_axis_name", "partial_manual",
@@ -161,7 +162,7 @@ class _Gen:
                 kinds += ["map", "scan"]
             free = [a for a in ctx.mesh if a not in ctx.manual]
             nested_ok = not ctx.manual or (self.caps.get("shard_map") == "jax" and not ctx.explicit)
-            if free and nested_ok and T.AUTO_BODY not in ctx.rules:  # the mission's core: three entries (the rare kinds share two)
+            if free and nested_ok and not {T.AUTO_BODY, T.PMAP_BODY} & ctx.rules:  # the mission's core: three entries (the rare kinds share two)
                 kinds += ["shard_map"] * 3
             # directly under a shard_map a rank-0 result may vary (a gradient with
             # check_vma off): no out_specs could name the axis, so only rank >= 1 there
@@ -237,6 +238,16 @@ class _Gen:
             # scan takes its in_axes the same way (its carry is drawn in transform_out)
             dims = (lambda a: range(a.rank)) if kind == "vmap" else (lambda a: range(min(a.rank, 1)))
             cands = [(i, d) for i, a in enumerate(args) for d in dims(a) if a.shape[d] > 0]
+            # one vmap in two where a pmap may sit is a jax.pmap (the same values, one device per
+            # index; since jax 0.8.0 a jit of a shard_map over a mesh of its own), over a dim of the
+            # mesh's device count (fuzz.typecheck.pmap_refusal and enter; at a program's call,
+            # uncommitted inputs only: fuzz.typecheck.check_committed)
+            n_dev = math.prod(ctx.mesh.values())
+            pmap = (kind == "vmap" and "pmap" not in self.disabled and T.pmap_refusal(ctx, ctx.top) is None
+                    and not (ctx.top and any(c is not None for c in self.committed[:len(args)]))
+                    and any(args[i].shape[d] == n_dev for i, d in cands) and draw(st.booleans()))
+            if pmap:
+                cands = [(i, d) for i, d in cands if args[i].shape[d] == n_dev]
             i0, d0 = draw(st.sampled_from(cands))
             b = args[i0].shape[d0]
             in_axes = []
@@ -253,7 +264,7 @@ class _Gen:
             names = [] if "vmap_axis_name" in self.disabled else [n for n in VMAP_AXIS_NAMES if n not in taken][:1]
             # named two times in three: a collective over the vmap's axis needs the name
             name = draw(st.sampled_from([None] + names * 2))
-            spmd_opts = [a for a in ctx.mesh if "spmd_axis_name" not in self.disabled
+            spmd_opts = [] if pmap else [a for a in ctx.mesh if "spmd_axis_name" not in self.disabled
                          and a not in ctx.manual and a not in ctx.reserved and b % ctx.mesh[a] == 0]
             # 3 times in 4 among the mesh axes of size >= 2 when there are any: over a size-1 axis
             # spmd_axis_name shards nothing, and its batching rules do no work (as for the
@@ -262,7 +273,10 @@ class _Gen:
             if wide and len(wide) < len(spmd_opts) and draw(st.integers(0, 3)) > 0:
                 spmd_opts = wide
             spmd = draw(st.sampled_from([None] + spmd_opts))
-            return {"kind": "vmap", "in_axes": in_axes, "out_axes": [], "axis_name": name, "spmd_axis_name": spmd}
+            t = {"kind": "vmap", "in_axes": in_axes, "out_axes": [], "axis_name": name, "spmd_axis_name": spmd}
+            if pmap:
+                t["pmap"] = True
+            return t
         # shard_map
         free = [a for a in ctx.mesh if a not in ctx.manual]
         names = None

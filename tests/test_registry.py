@@ -261,7 +261,7 @@ def test_everything_disabled_leaves_identity_programs():
 def test_unknown_names_cannot_be_disabled():
     assert check_disabled(["sin", "jit", "call"]) == {"sin", "jit", "call"}
     with pytest.raises(ValueError, match="not an op"):
-        check_disabled(["pmap"])
+        check_disabled(["xmap"])
 
 
 def test_pick_takes_the_most_recent_value_or_any():
