@@ -249,7 +249,12 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
         _require(not donate or top, "donate_argnums on a jit that is not a program call's first transform")
         _require(all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(args) for i in donate)
                  and len(set(donate)) == len(donate), "donate_argnums must be distinct argument positions")
-        return replace(ctx, jit=True), list(args)
+        # jax.jit(f, inline=True) traces f into the enclosing jaxpr, so f runs however that
+        # jaxpr runs: a checkpoint called eagerly evaluates its jaxpr op by op, and a shard_map
+        # there is an eager one ("Eager shard_map cannot return a `jax.Ref`", jax 0.10.2, a
+        # default campaign's finding of session 33 under checkpoint): an inlined jit does not
+        # make its body traced-under-jit
+        return replace(ctx, jit=ctx.jit or not t.get("inline")), list(args)
     if kind == "auto_axes":
         # jax.sharding.auto_axes(f, out_sharding=...): f sees the mesh's axes as Auto; its
         # results get out_sharding and are then resharded to P() (fuzz.render), so that the

@@ -95,3 +95,20 @@ def test_a_wrong_ref_update_is_caught(worker):
 def test_generated_programs_with_ref_update_agree(worker):
     _needs_refs(worker)
     assert "new_ref" in agree_on_generated(worker, "ref_update", 3)
+
+
+def test_a_ref_in_an_inlined_jit_is_not_under_jit_when_its_enclosing_trace_runs_eagerly():
+    """jax.jit(f, inline=True) traces f into the enclosing jaxpr: in an eager shard_map body (here
+    under an eager checkpoint, which evaluates its jaxpr op by op) a ref there meets eager
+    shard_map ("Eager shard_map cannot return a `jax.Ref`", jax 0.10.2: a campaign's finding that
+    was the typing rules' fault). A jit that is not inlined compiles its body: allowed."""
+    def prog(inline):
+        inner = fn(["a"], [eqn("ref_update", ["a", "a"], ["u"], mode="set", read="index")], ["u"])
+        jit = {"kind": "jit", "inline": True} if inline else {"kind": "jit"}
+        body = fn(["a"], [eqn("call", ["a"], ["m"], transforms=[jit], fn=inner)], ["m"])
+        return program(mesh=(("x", 2),), inputs=[("x0", (), 1)], functions={"f0": body},
+                       calls=[call("f0", [{"kind": "checkpoint", "policy": None}, shard_map([[]], [[]])], ["x0"])])
+
+    T.check_program(prog(False))
+    with pytest.raises(T.ProgramError, match="outside jit"):
+        T.check_program(prog(True))
