@@ -134,3 +134,7 @@ def test_xla_49122_is_not_a_dynamic_slice_of_a_captured_array():
     match = rediscover.KINDS["xla-49122"]
     assert match(_wrong(p, [0]), p)
     assert not match(_wrong(p, [1]), p)
+    # under lax.map the per-step slice of the argument folds with the op's (the same fold): not it
+    p["calls"][0]["transforms"] = [{"kind": "jit"}, {"kind": "map", "in_axes": [0, None]}]
+    p["inputs"][0]["shape"] = [2, 4]
+    assert not match(_wrong(p, [0]), p)
