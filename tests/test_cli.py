@@ -67,7 +67,7 @@ def test_run_disable_leaves_names_out_of_every_program(tmp_path):
     (["run", "--time", "inf"], "--time inf is not a finite number of seconds"),
     (["run", "--timeout", "nan"], "--timeout nan is not a finite number of seconds"),
     (["run", "--report", "/proc/version"], "/proc is not a writable directory"),
-    (["run", "--disable", "pmap"], "--disable: cannot disable 'pmap'"),
+    (["run", "--disable", "xmap"], "--disable: cannot disable 'xmap'"),
     (["run", "--report", "newdir/"], "--report newdir/ names a directory; give a file name"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):

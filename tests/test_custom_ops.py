@@ -70,7 +70,7 @@ class Planted(Reference):
 
 
 def generated(op, n: int, keep=("sin", "mul", "wsum", "sum", "psum", "ppermute", "broadcast", "reshape"),
-              feature=None, tries=(10, 40, 160)) -> list:
+              feature=None, tries=(10, 40, 160, 640)) -> list:
     """The first ``n`` derandomized generated programs that use ``op`` (the other ops but ``keep`` left out),
     or, with ``feature``, whose report features (fuzz.features) include it (no op left out).
 
