@@ -89,6 +89,10 @@ DOCS = {
                       "`check_vma=False` turns off the check of varying manual axes"),
     "vmap": ("jax.vmap", "https://docs.jax.dev/en/latest/_autosummary/jax.vmap.html",
              "`in_axes` / `out_axes` choose the mapped dimension of each argument and result (None: not mapped)"),
+    "pmap": ("jax.pmap", "https://docs.jax.dev/en/latest/_autosummary/jax.pmap.html",
+             "pmap maps f over argument axes like vmap (its docstring: 'Semantically it is comparable to vmap'), "
+             "one device per index; since jax 0.8.0 it is jax.jit of jax.shard_map over a mesh of its own "
+             "(https://docs.jax.dev/en/latest/migrate_pmap.html)"),
     "vmap_axis_name": ("jax.vmap", "https://docs.jax.dev/en/latest/_autosummary/jax.vmap.html",
                        "`axis_name` names the mapped axis so that collectives (psum, all_gather, all_to_all, "
                        "axis_index, ...) can refer to it"),
@@ -565,7 +569,9 @@ def _label(program: dict, k: int | None) -> str:
     expr = c["function"]
     for t in reversed(c["transforms"]):
         inner = expr
-        if t["kind"] == "vmap" and t.get("spmd_axis_name"):
+        if t["kind"] == "vmap" and t.get("pmap"):
+            expr = f"pmap({inner})"
+        elif t["kind"] == "vmap" and t.get("spmd_axis_name"):
             expr = f"vmap({inner}, spmd_axis_name={t['spmd_axis_name']!r})"
         elif t["kind"] == "shard_map" and t.get("axis_names") is not None:
             expr = f"shard_map({inner}, axis_names={set(t['axis_names'])!r})"
@@ -587,7 +593,7 @@ _TITLE_FEATURES = {"io_callback_result": "io_callback with a result", "io_callba
                    "debug_print": "jax.debug.print", "cond": "lax.cond", "fori_loop": "fori_loop",
                    "while_loop": "while_loop", "with_sharding_constraint": "with_sharding_constraint",
                    "bfloat16": "bfloat16", "float16": "float16", "in_shardings": "jit in_shardings",
-                   "out_shardings": "jit out_shardings", "auto_axes": "auto_axes",
+                   "out_shardings": "jit out_shardings", "auto_axes": "auto_axes", "pmap": "jax.pmap",
                    **{f"checkpoint_policy:{p}": f"checkpoint policy {p}" for p in CHECKPOINT_POLICIES if p}}
 
 
@@ -628,7 +634,7 @@ def feature_docs(program: dict) -> list:
 
     names, _ = features(program)
     keys = []
-    for key in ("jit", "shard_map", "partial_manual", "check_vma_off", "vmap", "vmap_axis_name", "spmd_axis_name",
+    for key in ("jit", "shard_map", "partial_manual", "check_vma_off", "vmap", "pmap", "vmap_axis_name", "spmd_axis_name",
                 "grad", "value_and_grad", "vjp", "jvp", "linearize", "jacrev", "jacfwd", "checkpoint", "lax_map",
                 "scan", "cond", "fori_loop", "while_loop", "custom_vjp", "custom_jvp", "debug_callback",
                 "debug_print", "with_sharding_constraint", "device_put", "explicit_mesh", "auto_axes", "enable_checks"):

@@ -94,3 +94,15 @@ def test_the_reducer_turns_a_pmap_the_finding_does_not_need_into_a_vmap():
 
     out = reduce_program(p, interesting)
     assert '"ppermute"' in json.dumps(out.program) and '"pmap": true' not in json.dumps(out.program)
+
+
+def test_an_issue_names_pmap_and_links_its_documentation():
+    from fuzz.export import DOCS, Case, _label, feature_docs, title
+
+    p = pmap_program([JIT])
+    assert _label(p, 0) == "jit(pmap(f0))"
+    docs = dict(feature_docs(p))
+    assert docs["pmap"][1] == "https://docs.jax.dev/en/latest/_autosummary/jax.pmap.html" and set(docs) <= set(DOCS)
+    case = Case(name="t", oracle="internal-error", kind="builtins.ValueError", message="boom", signature="s", call=0,
+                program=p, history=[], jax_version="0.10.2")
+    assert "jit(pmap(f0))" in title(case) and "jax.pmap" in title(case)
