@@ -66,14 +66,43 @@ _LAST = [
 ]
 
 
+_MESH = re.compile(r"\b(Abstract)?Mesh\(")
+_AXIS_TYPES = re.compile(r"\b(Auto|Explicit|Manual)\b")
+
+
+def _mesh_kinds(text: str) -> str:
+    """Each ``Mesh(...)`` / ``AbstractMesh(...)`` of a message reduced to the axis types it names:
+    ``AbstractMesh<Auto+Explicit>`` (angle brackets: the bracketed details are blanked after).
+    Axis names and sizes are details of one program, but the axis types tell JAX's mesh errors
+    apart: "mesh should be the same across the entire program" between an Auto and an Explicit
+    mesh (internal-error-1f2028a54d22) and between two Auto meshes (a pmap's own mesh and the
+    program's, jax >= 0.8.0) are two bugs. The meshes' kinds are dealt out in sorted order: JAX
+    names the two meshes of that message in either order from one run to the next."""
+    spans, kinds = [], []
+    for m in _MESH.finditer(text):
+        if spans and m.start() < spans[-1][2]:
+            continue
+        depth, j = 1, m.end()
+        while j < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[j], 0)
+            j += 1
+        spans.append((m.start(), m.group(0)[:-1], j))
+        kinds.append("+".join(sorted(set(_AXIS_TYPES.findall(text[m.end():j])))))
+    out, i = [], 0
+    for (start, name, end), k in zip(spans, sorted(kinds)):
+        out += [text[i:start], f"{name}<{k}>"]
+        i = end
+    return "".join(out) + text[i:]
+
+
 def normalize(message: str, limit: int = 160) -> str:
     """The first line of a message with addresses, paths, shapes, names, numbers and
-    bracketed details blanked.
+    bracketed details blanked; a mesh keeps only its axis types (:func:`_mesh_kinds`).
 
     Two messages that differ only in those are the same bug for deduplication.
     """
     lines = [ln for ln in message.strip().splitlines() if ln.strip()]
-    text = lines[0] if lines else ""
+    text = _mesh_kinds(lines[0] if lines else "")
     for pat, rep in _PATTERNS:
         text = pat.sub(rep, text)
     before = None

@@ -191,6 +191,17 @@ def test_signature_ignores_names_numbers_and_addresses():
     # a PartitionSpec printed by JAX 0.8 and by 0.9 (corpus internal-error-cd6435c07c68 on both)
     assert normalize("but PartitionSpec('z', 'z') has duplicate entries for `z`") == \
         normalize("but P('z', 'z') has duplicate entries for `z`") == "but P(…) has duplicate entries for `z`"
+    # a mesh keeps its axis types and nothing else: two Auto meshes (a pmap's own mesh and the
+    # program's, session 33) are not an Auto and an Explicit one (corpus internal-error-1f2028a54d22)
+    same = "mesh should be the same across the entire program. Got mesh shape for one sharding {} and {} for another"
+    auto = "AbstractMesh('x': 4, 'y': 2, axis_types=(Auto, Auto), device_kind=cpu, num_cores=None, platform=cpu)"
+    pmap = "AbstractMesh('i': 8, axis_types=(Auto,), device_kind=cpu, num_cores=None, platform=cpu)"
+    explicit = "AbstractMesh('z': 1, axis_types=(Explicit,), device_kind=cpu, num_cores=None, platform=cpu)"
+    assert normalize(same.format(auto, pmap)) == normalize(same.format(pmap, pmap)) != \
+        normalize(same.format(explicit, pmap))
+    assert normalize(same.format(explicit, pmap)) == normalize(same.format(pmap, explicit))  # (either order: JAX varies it)
+    assert normalize(same.format(explicit, pmap)).endswith("AbstractMesh<Auto> and AbstractMesh<Explicit> for another")
+    assert normalize("shard_map Mesh('i': 2, axis_types=(Auto,)) (x)") == "shard_map Mesh<Auto> (…)"
 
 
 def test_crash_signature_uses_the_fatal_line():
