@@ -57,8 +57,8 @@ def features(program: dict) -> tuple:
     """(set of feature names, nesting depth) of a program.
 
     Names: transform kinds (jit, shard_map, vmap, grad, value_and_grad, vjp, jvp,
-    checkpoint, jacrev, jacfwd, cond, pmap (a vmap transform with ``pmap: true``), fori_loop, while_loop, linearize, scan, and lax_map for a
-    ``map``: JAX's names), scan_carry (a scan whose carry is not empty), checkpoint_policy:<name> (a checkpoint's policy,
+    checkpoint, jacrev, jacfwd, cond, fori_loop, while_loop, linearize, scan, lax_map for a
+    ``map`` and pmap for a vmap with ``pmap: true``: JAX's names), scan_carry (a scan whose carry is not empty), checkpoint_policy:<name> (a checkpoint's policy,
     ``jax.checkpoint_policies.<name>``), in_shardings / out_shardings / donate_argnums (a jit's), jit_inline (a jit with inline=True),
     spmd_axis_name, vmap_axis_name, check_vma_off,
     partial_manual, infer_in_specs (a shard_map without in_specs and mesh), capture (a function reads a variable of an enclosing

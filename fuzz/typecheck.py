@@ -870,14 +870,14 @@ def _check_transform_names(t: dict) -> None:
 def check_committed(program: dict, transforms: list, args: list) -> None:
     """ProgramError when a program's call (``transforms`` over the inputs named ``args``)
     starts with a jit whose in_shardings differ from the spec an input is committed to
-    (JAX raises ValueError, see :func:`enter`); an input without a spec is uncommitted."""
+    (JAX raises ValueError, see :func:`enter`), or with a pmap of a committed input (see
+    :func:`pmap_refusal`); an input without a spec is uncommitted."""
     first = transforms[0] if transforms else {}
+    specs = {i["name"]: i["spec"] for i in program["inputs"]}
     if first.get("kind") == "vmap" and first.get("pmap"):
-        specs = {i["name"]: i["spec"] for i in program["inputs"]}
         _require(all(specs.get(a) is None for a in args),
                  "an eager pmap of a committed input (pmap does not reshard its inputs, ValueError in JAX)")
     if first.get("kind") == "jit" and isinstance(first.get("in_specs"), list):
-        specs = {i["name"]: i["spec"] for i in program["inputs"]}
         _require(all(specs.get(a) is None or specs[a] == s for a, s in zip(args, first["in_specs"])),
                  "a jit's in_shardings differ from the sharding of an input it takes (ValueError in JAX)")
 
