@@ -32,7 +32,7 @@ from pathlib import Path
 import click
 
 from fuzz.render import BUG_MARK, render_repro
-from fuzz.typecheck import CHECKPOINT_POLICIES
+from fuzz.typecheck import CHECKPOINT_POLICIES, transform_name
 
 PER_CALL = ("internal-error", "differential", "callbacks", "metamorphic", "determinism")
 STARTUP_SECONDS = 120.0  # importing JAX on a loaded 2-core machine
@@ -569,9 +569,7 @@ def _label(program: dict, k: int | None) -> str:
     expr = c["function"]
     for t in reversed(c["transforms"]):
         inner = expr
-        if t["kind"] == "vmap" and t.get("pmap"):
-            expr = f"pmap({inner})"
-        elif t["kind"] == "vmap" and t.get("spmd_axis_name"):
+        if t["kind"] == "vmap" and t.get("spmd_axis_name"):
             expr = f"vmap({inner}, spmd_axis_name={t['spmd_axis_name']!r})"
         elif t["kind"] == "shard_map" and t.get("axis_names") is not None:
             expr = f"shard_map({inner}, axis_names={set(t['axis_names'])!r})"
@@ -580,7 +578,7 @@ def _label(program: dict, k: int | None) -> str:
         elif t["kind"] in ("map", "scan"):
             expr = f"lax.{t['kind']}({inner})"
         else:
-            expr = f"{t['kind']}({inner})"
+            expr = f"{transform_name(t)}({inner})"
     return expr
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from fuzz import ops as O
+from fuzz.typecheck import transform_name
 
 # Transform kinds whose feature name differs: JAX's name (``jax.lax.map``), not the IR's.
 KIND_FEATURES = {"map": "lax_map"}
@@ -26,7 +27,8 @@ def _walk_function(fn: dict, outer: set, out: set, depth: int) -> int:
 
 def _walk_chain(transforms: list, fn: dict, outer: set, out: set, depth: int) -> int:
     for t in transforms:
-        out.add("pmap" if t.get("pmap") else KIND_FEATURES.get(t["kind"], t["kind"]))
+        name = transform_name(t)
+        out.add(KIND_FEATURES.get(name, name))
         if t["kind"] == "checkpoint" and t["policy"] is not None:
             out.add(f"checkpoint_policy:{t['policy']}")
         if t["kind"] == "vmap":

@@ -31,7 +31,7 @@ import numpy as np
 
 from fuzz import ops as O
 from fuzz.typecheck import (CHECKPOINT_POLICIES, JACOBIANS, LOOP_MAX, LOOPS, ProgramError, check_identifier,
-                             check_program)
+                             check_program, transform_name)
 
 NEWEST_CAPS = {"shard_map": "jax", "check_kw": "check_vma", "partial_manual": "axis_names", "explicit": True,
                "auto_axes": True, "pvary": "pcast", "all_gather_invariant": "to"}
@@ -304,7 +304,7 @@ class _Renderer:
                 kw.append(f"spmd_axis_name={_id(t['spmd_axis_name'])!r}")
             # jax.pmap maps as vmap does, one device per index (its docstring: "Semantically it
             # is comparable to vmap"); its axis_name is positional-or-keyword, as vmap's
-            return f"jax.{'pmap' if t.get('pmap') else 'vmap'}({f}, {', '.join(kw)})"
+            return f"jax.{transform_name(t)}({f}, {', '.join(kw)})"
         if k == "shard_map":
             fn = "jax.shard_map" if self.caps["shard_map"] == "jax" else "shard_map"
             # a nested shard_map takes its (partly manual) mesh from the context
@@ -508,7 +508,7 @@ class _Renderer:
 def _label(call: dict) -> str:
     expr = call["function"]
     for t in reversed(call["transforms"]):
-        expr = f"{'pmap' if t.get('pmap') else t['kind']}({expr})"
+        expr = f"{transform_name(t)}({expr})"
     return expr
 
 

@@ -384,10 +384,7 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
             why = pmap_refusal(ctx, top)
             _require(why is None, why or "")
             _require(spmd is None, "pmap has no spmd_axis_name")
-            # pmap runs on the first b devices; a jit around it takes the program's mesh's
-            # devices from its other values ("Received incompatible devices for jitted
-            # computation", the migration guide): b is the mesh's device count
-            _require(b == math.prod(ctx.mesh.values()), f"pmap over {b} devices on a mesh of another count")
+            _require(b == pmap_size(ctx), f"pmap over {b} devices on a mesh of another count (pmap_size)")
             rules = rules | {PMAP_BODY}
         axis = Axis(name, b, "vmap", visible=t["axis_name"] is not None)
         inner = []
@@ -399,6 +396,19 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
                 inner.append(replace(a, shape=a.shape[:ax] + a.shape[ax + 1:], vma=a.vma | {name}))
         return replace(ctx, axes=ctx.axes + (axis,), reserved=reserved, n_vmap=ctx.n_vmap + 1, rules=rules), inner
     raise ProgramError(f"unknown transform {kind!r}")
+
+
+def transform_name(t: dict) -> str:
+    """The JAX transform a transform entry runs: its ``kind``, but ``pmap`` for a vmap with
+    ``pmap: true`` (the labels of render, export and the oracles' messages, and the features)."""
+    return "pmap" if t["kind"] == "vmap" and t.get("pmap") else t["kind"]
+
+
+def pmap_size(ctx: Ctx) -> int:
+    """The size a pmap in ``ctx`` maps over: the mesh's device count. pmap runs on the first
+    ``size`` devices, and a jit around it takes the mesh's devices from its other values
+    ("Received incompatible devices for jitted computation", the migration guide)."""
+    return math.prod(ctx.mesh.values())
 
 
 def pmap_refusal(ctx: Ctx, top: bool = False) -> str | None:
@@ -874,7 +884,7 @@ def check_committed(program: dict, transforms: list, args: list) -> None:
     :func:`pmap_refusal`); an input without a spec is uncommitted."""
     first = transforms[0] if transforms else {}
     specs = {i["name"]: i["spec"] for i in program["inputs"]}
-    if first.get("kind") == "vmap" and first.get("pmap"):
+    if first and transform_name(first) == "pmap":
         _require(all(specs.get(a) is None for a in args),
                  "an eager pmap of a committed input (pmap does not reshard its inputs, ValueError in JAX)")
     if first.get("kind") == "jit" and isinstance(first.get("in_specs"), list):

@@ -130,9 +130,11 @@ def close(actual: np.ndarray, expected: np.ndarray) -> bool:
 
 def call_label(call: dict) -> str:
     """``jit(shard_map(f))`` for a call, with the function name blanked."""
+    from fuzz.typecheck import transform_name
+
     expr = "f"
     for t in reversed(call["transforms"]):
-        name = t["kind"]
+        name = transform_name(t)
         if t["kind"] == "vmap" and t.get("spmd_axis_name"):
             name = "vmap[spmd]"
         expr = f"{name}({expr})"

@@ -17,7 +17,6 @@ may capture any variable of the enclosing scopes.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 from hypothesis import strategies as st
@@ -242,7 +241,7 @@ class _Gen:
             # index; since jax 0.8.0 a jit of a shard_map over a mesh of its own), over a dim of the
             # mesh's device count (fuzz.typecheck.pmap_refusal and enter; at a program's call,
             # uncommitted inputs only: fuzz.typecheck.check_committed)
-            n_dev = math.prod(ctx.mesh.values())
+            n_dev = T.pmap_size(ctx)
             pmap = (kind == "vmap" and "pmap" not in self.disabled and T.pmap_refusal(ctx, ctx.top) is None
                     and not (ctx.top and any(c is not None for c in self.committed[:len(args)]))
                     and any(args[i].shape[d] == n_dev for i, d in cands) and draw(st.booleans()))

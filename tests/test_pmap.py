@@ -66,7 +66,7 @@ def test_pmap_typing_rules():
         check_program(inner)
     spmd = pmap_program([JIT])
     spmd["calls"][0]["transforms"][-1]["spmd_axis_name"] = "a"
-    with pytest.raises(ProgramError):
+    with pytest.raises(ProgramError, match="pmap has no spmd_axis_name"):
         check_program(spmd)
     # nothing inside a pmap names the program's mesh: no sharding annotation there
     annotated = pmap_program([JIT])
@@ -96,11 +96,13 @@ def test_the_reducer_turns_a_pmap_the_finding_does_not_need_into_a_vmap():
     assert '"ppermute"' in json.dumps(out.program) and '"pmap": true' not in json.dumps(out.program)
 
 
-def test_an_issue_names_pmap_and_links_its_documentation():
+def test_an_issue_and_a_finding_name_pmap_and_link_its_documentation():
     from fuzz.export import DOCS, Case, _label, feature_docs, title
 
+    from oracles.common import call_label
+
     p = pmap_program([JIT])
-    assert _label(p, 0) == "jit(pmap(f0))"
+    assert _label(p, 0) == "jit(pmap(f0))" and call_label(p["calls"][0]) == "jit(pmap(f))"
     docs = dict(feature_docs(p))
     assert docs["pmap"][1] == "https://docs.jax.dev/en/latest/_autosummary/jax.pmap.html" and set(docs) <= set(DOCS)
     case = Case(name="t", oracle="internal-error", kind="builtins.ValueError", message="boom", signature="s", call=0,
