@@ -52,7 +52,7 @@ import re
 from dataclasses import replace
 
 from fuzz import ops as O
-from fuzz.ops.base import (DTYPES, FLOAT, JACOBIAN, NO_PARTIAL_COLLECTIVES, UNREDUCED_NEEDS_JIT, Axis,  # noqa: F401
+from fuzz.ops.base import (DTYPES, FLOAT, JACOBIAN, NO_PARTIAL_COLLECTIVES, OPAQUE, UNREDUCED_NEEDS_JIT, Axis,  # noqa: F401
                            Ctx, ProgramError, Ty, broadcast_shapes, spec_size, version_tuple)
 from fuzz.ops.base import require as _require
 
@@ -109,6 +109,12 @@ NO_IO_COND = "no_io_in_vmap_of_cond"
 # Op families whose ops have an effect remat refuses (io_callback; not the debug callbacks,
 # measured): refused where NO_EFFECTS holds.
 EFFECT_FAMILIES = ("io_callback",)
+# Sharding types on an Explicit mesh (Ty.spec) are tracked through these transforms, whose body
+# sees its arguments' very types and whose results are typed from them (a jit's body; a
+# gradient has its argument's type; checkpoint is the identity); inside any other transform
+# they are not (OPAQUE), and an argument split in its type may enter only these and shard_map
+# (whose in_specs reshard it: fuzz/render.py ``resharded``). See :func:`call_types`.
+SPEC_THROUGH = ("jit", "grad", "value_and_grad", "checkpoint")
 
 # Identifiers of a program (function, parameter, variable, input and mesh/vmap axis
 # names, callback tags) reach the rendered Python source: they must match this pattern
@@ -153,7 +159,13 @@ def eqn_types(eqn: dict, args: list, ctx: Ctx) -> list:
     _require(len(want) == len(args), f"{op.name} takes {len(want)} argument(s), not {len(args)}")
     for k, (a, dt) in enumerate(zip(args, want)):
         _require(a.dtype == dt, f"{op.name} argument {k} must be {dt}, not {a.dtype}")
-    return list(op.types(eqn, args, ctx))
+    outs = list(op.types(eqn, args, ctx))
+    specs = [()] * len(outs)
+    if ctx.explicit and not ctx.manual and any(a.sharded for a in args):
+        _require(OPAQUE not in ctx.rules, f"{op.name} of a value split in its sharding type inside a transform "
+                                          "that does not keep sharding types (see SPEC_THROUGH)")
+        specs = list(op.sharding_types(eqn, args, outs, ctx))
+    return [replace(o, spec=sp) if o.spec != sp else o for o, sp in zip(outs, specs)]
 
 
 def context_refusal(op, ctx: Ctx) -> str | None:
@@ -177,8 +189,8 @@ def context_refusal(op, ctx: Ctx) -> str | None:
             return (f"{op.name} inside a checkpoint under grad / vjp / jvp "
                     "(\"Effects not supported in partial-eval of `checkpoint`/`remat`\")")
         return f"{op.name} inside a lax.cond under vmap (\"IO effect not supported in vmap-of-cond\")"
-    if not (op.explicit_ok or not ctx.explicit or ctx.manual):
-        return f"{op.name} on an Explicit mesh outside shard_map (sharding types: not modelled)"
+    if not (op.explicit_ok or not ctx.explicit or ctx.manual or (op.explicit_rule and OPAQUE not in ctx.rules)):
+        return f"{op.name} on an Explicit mesh outside shard_map (sharding types: not modelled here)"
     return None
 
 
@@ -230,6 +242,34 @@ def vmap_axis_name(t: dict, ctx: Ctx) -> str:
 
 
 def enter(t: dict, ctx: Ctx, args: list) -> tuple:
+    """(inner context, inner argument types) of transform ``t`` applied in ``ctx`` to ``args``
+    (:func:`_enter`), with the sharding types of an Explicit mesh: kept through the transforms
+    of :data:`SPEC_THROUGH`; inside any other the context is :data:`OPAQUE` (no op reads a value
+    split in its sharding type) and an argument split in its type may enter only a shard_map
+    (whose in_specs reshard it). ProgramError if invalid."""
+    _require(OPAQUE not in ctx.rules or not any(a.sharded for a in args),
+             "a value split in its sharding type read inside a transform that does not keep sharding types")
+    inner_ctx, inner_args = _enter(t, ctx, args)
+    if ctx.explicit and not ctx.manual and t["kind"] not in SPEC_THROUGH:
+        _require(t["kind"] == "shard_map" or not any(a.sharded for a in args),
+                 f"a value split in its sharding type into {transform_name(t)} (sharding types are not tracked there)")
+        inner_args = [replace(a, spec=()) if a.spec else a for a in inner_args]
+        inner_ctx = replace(inner_ctx, rules=inner_ctx.rules | {OPAQUE})
+    return inner_ctx, inner_args
+
+
+def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
+    """Outer result types of transform ``t`` from its inner result types (:func:`_exit`); outside
+    :data:`SPEC_THROUGH` replicated in their sharding types (a shard_map's results are resharded
+    to P(), fuzz/render.py ``resharded``; a vmap with spmd_axis_name's come out replicated in
+    their types, measured with ``jax.typeof`` on jax 0.10.2)."""
+    out = _exit(t, outer, inner, args, results)
+    if t["kind"] in SPEC_THROUGH:
+        return out
+    return [replace(r, spec=()) if r.spec else r for r in out]
+
+
+def _enter(t: dict, ctx: Ctx, args: list) -> tuple:
     """Apply one transform's input side: (inner Ctx, inner param types). ProgramError if invalid."""
     kind = t["kind"]
     top, ctx = ctx.top, (replace(ctx, top=False) if ctx.top else ctx)
@@ -268,7 +308,7 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
     if kind == "map":
         _require(all(ax is None or (type(ax) is int and ax == 0) for ax in t["in_axes"]),
                  "map's in_axes are 0 (mapped over the leading dim) or None (passed through)")
-        return enter(as_vmap(t), ctx, args)
+        return _enter(as_vmap(t), ctx, args)
     if kind == "scan":
         # jax.lax.scan over dim 0 of the arguments whose in_axes entry is 0; an argument whose
         # carry entry is k starts the carry and takes f's result k after each step (fuzz.render,
@@ -528,7 +568,7 @@ def _check_spec(spec: list, rank: int, names: list, ctx: Ctx, where: str = "manu
         _require(d % spec_size(s, ctx.mesh) == 0, f"dim {d} not divisible by {s} (an uneven split)")
 
 
-def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
+def _exit(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
     """Apply one transform's output side: outer result types from inner result types."""
     kind = t["kind"]
     if kind == "jit":
@@ -543,7 +583,7 @@ def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
                         shape=r.shape)
         return list(results)
     if kind == "map":
-        return exit_(as_vmap(t, len(results)), outer, inner, args, results)
+        return _exit(as_vmap(t, len(results)), outer, inner, args, results)
     if kind == "scan":
         carry = t["carry"]
         _require(isinstance(carry, list) and len(carry) == len(args), "carry and args differ in length")
@@ -711,7 +751,9 @@ def input_types(program: dict) -> dict:
         _require(dtype in DTYPES, f"input dtype {str(dtype)[:40]!r} is not one of {', '.join(DTYPES)}")
         _require(dtype == FLOAT or not i["shape"], f"the int32 input {i['name']!r} is not a scalar")
         _check_input_spec(i, program["mesh"])
-        out[i["name"]] = Ty(tuple(i["shape"]), dtype=dtype)
+        spec = i.get("spec") if program["mesh"]["axis_type"] == "explicit" else None
+        dims = tuple(tuple(e or ()) for e in spec) if spec else ()
+        out[i["name"]] = Ty(tuple(i["shape"]), dtype=dtype, spec=dims if any(dims) else ())
     return out
 
 
@@ -721,14 +763,14 @@ def _check_input_spec(inp: dict, m: dict) -> None:
     ``jax.device_put(x, NamedSharding(mesh, P(...)))`` needs every named axis in the mesh,
     at most once, and each dim divisible by the product of the sizes of its axes
     (jax._src.pjit.pjit_check_aval_sharding: "implies that the global size of its
-    dimension ... should be divisible by"). Inputs are sharded on Auto meshes only.
+    dimension ... should be divisible by"). On an Explicit mesh the spec is the input's
+    sharding type (``Ty.spec``: jax.typeof(x).sharding.spec), tracked by the typing rules.
     """
     spec = inp.get("spec")
     if spec is None:
         return
     mesh = dict(zip(m["axis_names"], m["axis_sizes"]))
     name = inp["name"]
-    _require(m["axis_type"] != "explicit", f"input {name!r}: a sharded input on an Explicit mesh is not generated")
     _require(len(spec) == len(inp["shape"]), f"input {name!r}: spec has {len(spec)} entries for rank {len(inp['shape'])}")
     used = [x for e in spec if e for x in e]
     _require(len(used) == len(set(used)), f"input {name!r}: spec names an axis twice")

@@ -199,6 +199,10 @@ class _Gen:
         families["loop"] = [k for k in T.LOOPS if k not in self.disabled and T.transform_refusal(k, ctx) is None]
         kinds.append("loop")
         kinds = [k for k in kinds if k not in self.disabled and families.get(k, True)]
+        # an argument split in its sharding type enters only the transforms that keep sharding
+        # types, and shard_map (fuzz.typecheck.call_types)
+        if ctx.explicit and not ctx.manual and any(a.sharded for a in args):
+            kinds = [k for k in kinds if k in T.SPEC_THROUGH or k == "shard_map"]
         # the Jacobian, cond, linearize and loop kinds share two entries: each costs several
         # times a plain program (JAX compiles a Jacobian's batched pullback, the reference
         # runs it op by op, each op compiled), and as four entries they took the draws of
@@ -428,6 +432,8 @@ class _Gen:
         At least one parameter is float32 (the caller's duty), so a float result always exists.
         """
         draw = self.draw
+        if T.OPAQUE in ctx.rules:  # no value split in its sharding type is read here (fuzz.typecheck.enter)
+            env = {k: t for k, t in env.items() if not t.sharded}
         ctx = replace(ctx, top=False) if ctx.top else ctx  # (see fuzz.typecheck.function_types)
         if "capture" in self.disabled:
             env = {}  # the body reads its parameters only
@@ -714,6 +720,13 @@ class _Gen:
         if got is None:
             return None
         eqns = got if isinstance(got, list) else [got]
+        if ctx.explicit and not ctx.manual:
+            # an op's draw is valid by shapes and dtypes; on an Explicit mesh the operands'
+            # sharding types may still refuse it (Op.sharding_types): then it does not apply
+            try:
+                self._typed(eqns, ctx, scope.visible)
+            except T.ProgramError:
+                return None
         return None if self._refused(op, eqns, ctx, scope.visible) else self._drawn(op, eqns, ctx, scope)
 
     def _refused(self, op, eqns: list, ctx: T.Ctx, visible: dict) -> bool:
@@ -749,8 +762,9 @@ class _Gen:
         .at[] update its scatter), and an op's dim is split only when the program happens
         to split it: measured over 2000 drawn programs (seed 0, jax 0.10.2), a sharding
         annotation on the dim of a dynamic_slice 0 times, two chained .at[] updates under
-        jit once. Outside shard_map bodies, on Auto meshes (the annotation's typing rules);
-        no annotation first, so that shrinking drops it.
+        jit once. Outside shard_map bodies: on Auto meshes a with_sharding_constraint or
+        device_put, on Explicit meshes a one-way reshard (``reshard_split``, where sharding types
+        are tracked); no annotation first, so that shrinking drops it.
         """
         main = eqns[-1]
         d_in, d_out = op.along(main)
@@ -759,7 +773,7 @@ class _Gen:
         where = self.draw(st.sampled_from([None, None, "before", "after"]))
         if where is None:
             return eqns
-        usable = [a for a in self.annotators if T.context_refusal(a, ctx) is None]
+        usable = [a for a in self.annotators if T.context_refusal(a, ctx) is None and a.applies(ctx)]
         if not usable:
             return eqns
         ann = self.draw(st.sampled_from(usable))
@@ -771,7 +785,13 @@ class _Gen:
             e = ann.as_constraint(self.draw, ctx, a, seen[a], d_in, self.var())
             if e is None:
                 return eqns
-            return eqns[:-1] + [e, {**main, "args": [e["outs"][0]] + main["args"][1:]}]
+            got = eqns[:-1] + [e, {**main, "args": [e["outs"][0]] + main["args"][1:]}]
+            if ctx.explicit:  # the op's sharding rule may refuse its split operand (Op.sharding_types)
+                try:
+                    self._typed(got, ctx, scope.visible)
+                except T.ProgramError:
+                    return eqns
+            return got
         if d_out is None:
             return eqns
         (out_ty, *_) = T.eqn_types(main, [seen[a] for a in main["args"]], ctx)
@@ -964,7 +984,9 @@ def programs(draw, caps: dict = NEWEST_CAPS, max_depth: int = 4, max_eqns: int =
         rank = draw(st.integers(0, 3))
         shape = [draw(st.sampled_from(DIMS)) for _ in range(rank)]
         spec = None
-        if mesh["axis_type"] == "auto" and draw(st.booleans()):
+        # committed to a sharding half of the time; on an Explicit mesh that spec is the input's
+        # sharding type, which the typing rules follow through the ops (Op.sharding_types)
+        if draw(st.booleans()):
             spec = draw(partition_specs(tuple(shape), mesh["axis_names"], sizes))
         inputs.append({"name": f"x{k}", "shape": shape, "dtype": "float32", "spec": spec,
                        "seed": draw(st.integers(0, 255))})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from hypothesis import strategies as st
@@ -27,6 +27,9 @@ VALUE_DTYPES = NUMERIC + (PRED,)  # dtypes a value inside a function may have (f
 # A release rule (fuzz.typecheck.release_rules): no collective over a mesh axis inside a
 # partial-manual shard_map (jax 0.4.28 cannot lower one there: see Ctx.collective_axes)
 NO_PARTIAL_COLLECTIVES = "no_partial_collectives"
+# A rule of the context inside a transform that does not keep an Explicit mesh's sharding types
+# (fuzz.typecheck.SPEC_THROUGH, enter): no op there reads a value split in its sharding type
+OPAQUE = "opaque_sharding_types"
 # A rule of the context under jax.jacfwd / jax.jacrev: they vmap the derivative (jacfwd a jvp
 # over the input basis), so what is underneath is batched as under vmap (a campaign found
 # "IO effect not supported in vmap-of-cond" from jacfwd(cond(f)) with an io_callback in f).
@@ -122,10 +125,25 @@ class Ty:
     shape: tuple
     vma: frozenset = frozenset()
     dtype: str = FLOAT
+    # the sharding type on an Explicit mesh outside shard_map bodies (jax.typeof(x).sharding.spec,
+    # the "Explicit sharding" doc page): one tuple of mesh axis names per dim, () for a value
+    # that is replicated (every dim unsplit). Set by fuzz.typecheck.eqn_types and call_types
+    # only; elsewhere (Auto meshes, shard_map bodies, auto_axes) always (). See Op.sharding_types.
+    spec: tuple = field(default=(), compare=False)
 
     @property
     def rank(self) -> int:
         return len(self.shape)
+
+    @property
+    def dims(self) -> tuple:
+        """``spec`` with one entry (a tuple of axis names, () if unsplit) per dim."""
+        return self.spec if self.spec else ((),) * len(self.shape)
+
+    @property
+    def sharded(self) -> bool:
+        """Whether some dim is split over mesh axes (in its sharding type)."""
+        return any(self.spec)
 
     @property
     def size(self) -> int:
@@ -234,6 +252,35 @@ def broadcast_shapes(*shapes: tuple) -> tuple:
 def spec_size(spec_entry, mesh: dict) -> int:
     """Number of blocks a PartitionSpec entry (None or list of axis names) splits a dim into."""
     return 1 if spec_entry is None else math.prod(mesh[a] for a in spec_entry)
+
+
+def split_size(axes: tuple, mesh: dict) -> int:
+    """Number of shards the mesh axes ``axes`` (a sharding type's entry) split a dim into."""
+    return math.prod(mesh[a] for a in axes)
+
+
+def sharding_spec(dims: list) -> tuple:
+    """A sharding type from per-dim entries (tuples of axis names), () when nothing is split;
+    ProgramError when one axis splits two dims (JAX: "incompatible shardings")."""
+    used = [a for d in dims for a in d]
+    require(len(used) == len(set(used)), f"a sharding type naming an axis twice: {dims}")
+    return tuple(tuple(d) for d in dims) if used else ()
+
+
+def keep_along(name: str, a: Ty, d: int, out_len: int, ctx: Ctx) -> tuple:
+    """The sharding type of an op's result that keeps ``a``'s dims but resizes dim ``d`` to
+    ``out_len``: a split dim must stay divisible by its shards (ShardingTypeError "... on sharded
+    dims where out dim (n) is not divisible by mesh axes (k)", jax 0.10.2)."""
+    k = split_size(a.dims[d], ctx.mesh)
+    require(out_len % k == 0, f"{name} of a dim split {k} ways to {out_len} elements (not divisible)")
+    return a.spec
+
+
+def unsplit_along(name: str, a: Ty, d: int) -> None:
+    """ProgramError when ``a``'s dim ``d`` is split (JAX refuses the op along a split dim on an
+    Explicit mesh: "Input should be unsharded over the axis being reduced", "Arguments to sort must
+    be unsharded over the sorting dimension", jax 0.10.2)."""
+    require(not a.dims[d], f"{name} along dim {d}, split over {a.dims[d]} in its sharding type")
 
 
 def version_tuple(version: str) -> tuple:
@@ -385,6 +432,7 @@ class Op:
     grad_ok: bool = True
     no_grad_reason = "has ambiguous derivatives at ties"
     explicit_ok: bool = True
+    explicit_rule: bool = False  # sharding_types is modelled (see there)
     dtypes: tuple = (FLOAT,)  # dtypes its (data) arguments may have: see arg_dtypes
     since: str = "0.4.26"
     feature_names: tuple = ()
@@ -410,6 +458,19 @@ class Op:
     def types(self, eqn: dict, args: list, ctx: Ctx) -> list:
         """Result types from the argument types (list of Ty), parameters and context; ProgramError if invalid."""
         raise NotImplementedError
+
+    def sharding_types(self, eqn: dict, args: list, outs: list, ctx: Ctx) -> list:
+        """The sharding types (``Ty.spec``) of the results ``outs`` when some argument is split in
+        its sharding type on an Explicit mesh (outside shard_map bodies); ProgramError where JAX
+        refuses the op (a ShardingTypeError) or where the rule is not modelled (the default).
+
+        Rules measured on jax 0.10.2 with ``jax.typeof(y).sharding.spec``, eager and under jit
+        (the "Explicit sharding" doc page, https://docs.jax.dev/en/latest/notebooks/explicit-sharding.html,
+        describes the model). An op that declares one sets ``explicit_rule``; an op with
+        ``explicit_ok`` False may then appear on an Explicit mesh where sharding types are tracked
+        (:func:`fuzz.typecheck.context_refusal`).
+        """
+        raise ProgramError(f"{self.name} of a value split in its sharding type (the rule is not modelled)")
 
     def draw(self, draw, ctx: Ctx, scope: Scope):
         """A valid equation here (dict), a list of equations (the last one this op's), or None when not applicable.
@@ -523,12 +584,19 @@ class AlongAxis(ExprOp):
     """
 
     explicit_ok = False
+    explicit_rule = True
     along_param = "axis"
 
     def types(self, eqn, args, ctx):
         (a,) = args
         require(0 <= eqn["axis"] < a.rank, f"{self.name} axis {eqn['axis']} out of range for rank {a.rank}")
         return [a]
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """Not along a split dim (cumsum, cummax, sort, roll: ShardingTypeError on jax 0.10.2); the
+        other dims keep their splits."""
+        unsplit_along(self.name, args[0], eqn["axis"])
+        return [args[0].spec]
 
     def draw_along(self, draw, scope):
         """An equation of this op on a drawn operand of rank >= 1 and a drawn axis, or None (no operand)."""

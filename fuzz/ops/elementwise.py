@@ -18,7 +18,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from fuzz.ops.base import (BF16, F16, FLOAT, FLOATS, INT, NUMERIC, PRED, ExprOp, OneOf, Ty, broadcast_shapes,
-                           compute, np_dtype, require, same_dtype)
+                           compute, np_dtype, require, same_dtype, sharding_spec)
 
 
 class Unary(ExprOp):
@@ -26,6 +26,12 @@ class Unary(ExprOp):
     dtypes = FLOATS
     source = ""  # format string of the expression, "{}" for the argument
     numpy = ""   # name of the NumPy / jax.numpy function
+
+    explicit_rule = True
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """Its operand's (jax 0.10.2)."""
+        return [args[0].spec]
 
     def types(self, eqn, args, ctx):
         same_dtype(self.name, args, self.dtypes)
@@ -67,6 +73,15 @@ class Binary(ExprOp):
     source = ""
     numpy = ""
 
+    explicit_rule = True
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """Broadcasting's: dims aligned from the right; a dim split in one operand and unsplit
+        in the other keeps the split; two different splits of one dim, or one axis splitting
+        two dims of the result, are refused ("add got incompatible shardings for broadcasting",
+        jax 0.10.2)."""
+        return [broadcast_specs(self.name, args, outs[0].rank)]
+
     def types(self, eqn, args, ctx):
         a, b = args
         dt = same_dtype(self.name, args, self.dtypes)
@@ -93,6 +108,16 @@ class Binary(ExprOp):
 
     def expr(self, rr, eqn, a, ctx):
         return self.source.format(*a)
+
+
+def broadcast_specs(name: str, args: list, rank: int) -> tuple:
+    """The sharding type of an elementwise result of ``rank`` from its broadcast operands (see Binary)."""
+    dims = []
+    for k in range(rank):
+        got = {a.dims[a.rank - rank + k] for a in args if a.rank - rank + k >= 0} - {()}
+        require(len(got) <= 1, f"{name} of operands split differently along one dim: {sorted(got)}")
+        dims.append(got.pop() if got else ())
+    return sharding_spec(dims)
 
 
 def _broadcasts(a: tuple, b: tuple) -> bool:
@@ -173,6 +198,12 @@ class Astype(ExprOp):
 
     def arg_dtypes(self, eqn):
         return (OneOf(LOW) if eqn["dtype"] == FLOAT else FLOAT,)
+
+    explicit_rule = True
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """Its operand's (jax 0.10.2)."""
+        return [args[0].spec]
 
     def types(self, eqn, args, ctx):
         (a,) = args

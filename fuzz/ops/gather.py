@@ -23,7 +23,7 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-from fuzz.ops.base import DIM, FLOATS, INT, VALUE_DTYPES, ExprOp, OneOf, Ty, require
+from fuzz.ops.base import DIM, FLOATS, INT, VALUE_DTYPES, ExprOp, OneOf, Ty, require, sharding_spec
 from fuzz.ops.indices import start_index
 
 MODES = ("clip", "wrap", "fill")
@@ -56,6 +56,16 @@ class Take(ExprOp):
 
     def arg_dtypes(self, eqn):
         return (OneOf(self.dtypes), INT)
+
+    explicit_rule = True
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """Not from a split dim ("Use `.at[...].get(out_sharding=)`", jax 0.10.2); the other dims
+        keep their splits, the indices' dims unsplit."""
+        x, i = args
+        ax = eqn["axis"]
+        require(not x.dims[ax] and not i.sharded, "take from a split dim or with split indices")
+        return [sharding_spec(x.dims[:ax] + ((),) * i.rank + x.dims[ax + 1:])]
 
     def types(self, eqn, args, ctx):
         x, i = args

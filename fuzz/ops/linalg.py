@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from fuzz.ops.base import NUMERIC, SEED, VALUE_DTYPES, ExprOp, Ty, compute, int_schema, require, same_dtype
+from fuzz.ops.base import NUMERIC, SEED, VALUE_DTYPES, ExprOp, Ty, compute, int_schema, require, same_dtype, sharding_spec
 from fuzz.ops.scans import Windowed
 
 
@@ -29,6 +29,15 @@ class Matmul(ExprOp):
     family = "matmul"
     n_args = 2
     dtypes = NUMERIC
+
+    explicit_rule = True
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """``a``'s dims but the last, then ``b``'s last; not with a split contracting dim ("Contracting
+        dimensions are sharded and it is ambiguous how the output should be sharded", jax 0.10.2)."""
+        a, b = args
+        require(not a.dims[-1] and not b.dims[0], "matmul with a split contracting dim (JAX asks for out_sharding)")
+        return [sharding_spec(a.dims[:-1] + b.dims[1:])]
 
     def types(self, eqn, args, ctx):
         a, b = args
@@ -65,6 +74,12 @@ class Transpose(ExprOp):
     family = "transpose"
     dtypes = VALUE_DTYPES
 
+    explicit_rule = True
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """Its operand's, dims reversed (jax 0.10.2)."""
+        return [sharding_spec(tuple(reversed(args[0].dims)))]
+
     def types(self, eqn, args, ctx):
         return [Ty(tuple(reversed(args[0].shape)), args[0].vma, args[0].dtype)]
 
@@ -93,6 +108,8 @@ class Conv(Windowed):
     params = {**{k: v for k, v in Windowed.params.items() if k not in Windowed.dilations},
               "lhs_dilation": int_schema(1, 3), "rhs_dilation": int_schema(1, 3), "seed": SEED}
     feature_names = ("conv_general_dilated",)
+
+    explicit_rule = False  # (not measured on an Explicit mesh)
 
     def types(self, eqn, args, ctx):
         require(0 not in args[0].shape, f"conv of an empty array {args[0].shape}")  # (the batch dim is folded)

@@ -19,13 +19,19 @@ import math
 
 from hypothesis import strategies as st
 
-from fuzz.ops.base import DIM, AlongAxis, ExprOp, Op, Ty, int_schema, require
+from fuzz.ops.base import DIM, AlongAxis, ExprOp, Op, Ty, int_schema, keep_along, require, sharding_spec
 
 
 class Broadcast(ExprOp):
     name = "broadcast"
     family = "broadcast"
     params = {"size": int_schema(1, 64)}
+
+    explicit_rule = True
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """Its operand's after an unsplit new dim (jax 0.10.2)."""
+        return [sharding_spec(((),) + args[0].dims)]
 
     def types(self, eqn, args, ctx):
         return [Ty((eqn["size"],) + args[0].shape, args[0].vma)]
@@ -79,6 +85,10 @@ class Flip(AlongAxis):
     params = {"axis": DIM}
     feature_names = ("flip",)
 
+    def sharding_types(self, eqn, args, outs, ctx):
+        """Its operand's, along a split dim too (XLA exchanges the shards: jax 0.10.2)."""
+        return [args[0].spec]
+
     def draw(self, draw, ctx, scope):
         return self.draw_along(draw, scope)
 
@@ -102,6 +112,14 @@ class Pad(ExprOp):
     @staticmethod
     def length(n: int, e: dict) -> int:
         return e["lo"] + e["hi"] + n + max(n - 1, 0) * e["interior"]
+
+    explicit_rule = True
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """Its operand's; a split dim must stay divisible ("padding on sharded dims where out dim
+        ... is not divisible", jax 0.10.2; negative padding included)."""
+        d = eqn["axis"]
+        return [keep_along(self.name, args[0], d, outs[0].shape[d], ctx)]
 
     def types(self, eqn, args, ctx):
         (a,) = args
@@ -166,6 +184,15 @@ class Concatenate(ExprOp):
     params = {"axis": DIM}
     feature_names = ("concatenate",)
 
+    explicit_rule = True
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """Both operands split alike ("All operands should have the same sharding", jax 0.10.2);
+        the result as they are."""
+        a, b = args
+        require(a.dims == b.dims, f"concatenate of operands split differently: {a.dims}, {b.dims}")
+        return [a.spec]
+
     def types(self, eqn, args, ctx):
         a, b = args
         d = eqn["axis"]
@@ -213,6 +240,8 @@ class Reshape(ExprOp):
             return tuple(a.size // known if d == -1 else d for d in dims)
         require(known == a.size, f"reshape of {a.shape} to {dims}")
         return tuple(dims)
+
+    explicit_rule = True  # (replicated operands only: the default rule refuses a split one)
 
     def types(self, eqn, args, ctx):
         return [Ty(self.resolved(args[0], eqn["dims"]), args[0].vma)]
@@ -268,6 +297,13 @@ class Split(Op):
     params = {"axis": DIM}
     feature_names = ("split",)
 
+    explicit_rule = True
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """Its operand's for each half; a split dim's halves stay divisible (jax 0.10.2)."""
+        d = eqn["axis"]
+        return [keep_along(self.name, args[0], d, o.shape[d], ctx) for o in outs]
+
     def types(self, eqn, args, ctx):
         (a,) = args
         d = eqn["axis"]
@@ -306,6 +342,8 @@ class Insert(ExprOp):
     n_args = 2
     params = {"axis": DIM, "index": int_schema(-64, 64)}
     feature_names = ("insert",)
+
+    explicit_rule = True  # (replicated operands only: on a split one "Incompatible types for broadcasting", jax 0.10.2)
 
     @staticmethod
     def slice_shape(shape: tuple, d: int) -> tuple:

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 import numpy as np
 
-from fuzz.ops.base import FLOATS, INT, NUMERIC, OPTIONAL_DIM, SEED, ExprOp, Ty, compute, require, same_dtype
+from fuzz.ops.base import FLOATS, INT, NUMERIC, OPTIONAL_DIM, SEED, ExprOp, Ty, compute, require, same_dtype, sharding_spec
 
 
 class Reduce(ExprOp):
@@ -36,6 +36,14 @@ class Reduce(ExprOp):
     dtypes = NUMERIC
     needs_elements = False  # refused over an empty extent
     along_param, along_keeps = "axis", False  # (None: over all dims, no dim of its own)
+
+    explicit_rule = True
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """Its operand's without the reduced dim (over a split dim too: XLA reduces across
+        shards); over all dims a replicated scalar (jax 0.10.2)."""
+        ax = eqn.get("axis")
+        return [() if ax is None else sharding_spec(args[0].dims[:ax] + args[0].dims[ax + 1:])]
 
     def types(self, eqn, args, ctx):
         (a,) = args
@@ -136,6 +144,12 @@ class WeightedSum(ExprOp):
     params = {"seed": SEED}
     feature_names = ("wsum",)
     random_loss = True
+
+    explicit_rule = True
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """A replicated scalar (jax 0.10.2)."""
+        return [()]
 
     def types(self, eqn, args, ctx):
         return [Ty((), args[0].vma)]

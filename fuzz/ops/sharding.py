@@ -152,6 +152,12 @@ class Reshard(WithShardingConstraint):
     refusal = "outside an Explicit mesh (with_sharding_constraint is the API there)"
     uneven_ok = False  # ("does not evenly divide the dimension size")
 
+    explicit_rule = True
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """Replicated: the round trip ends in ``P()`` (from any split: jax 0.10.2)."""
+        return [()]
+
     def applies(self, ctx) -> bool:
         """Only on an Explicit mesh, outside shard_map bodies."""
         return ctx.explicit and not ctx.manual
@@ -168,6 +174,48 @@ class Reshard(WithShardingConstraint):
     def expr(self, rr, eqn, a, ctx):
         spec = [None] * int(rr.int(eqn["dim"])) + [list(eqn["axes"])]
         return f"jax.sharding.reshard(jax.sharding.reshard({a[0]}, {rr.spec_source(spec)}), P())"
+
+
+class ReshardSplit(Reshard):
+    """``jax.sharding.reshard(x, P(...))`` one way: dim ``dim`` split over ``axes`` in the
+    result's sharding type (the other dims unsplit), where the typing rules track sharding
+    types (an Explicit mesh outside shard_map bodies and outside the transforms that lose
+    them: fuzz.typecheck.SPEC_THROUGH). The annotation of Explicit meshes: the generator puts
+    it before an op to split the dim the op moves data along, as with_sharding_constraint on
+    Auto meshes (:meth:`as_constraint`), so that the op's own sharding rule and XLA's
+    partitioning of it meet a split operand. Rules measured on jax 0.10.2 (any split to any).
+    """
+
+    name = "reshard_split"
+    feature_names = ("reshard",)
+    refusal = "outside the places an Explicit mesh's sharding types are tracked"
+
+    def applies(self, ctx) -> bool:
+        """On an Explicit mesh outside shard_map bodies, where sharding types are tracked."""
+        from fuzz.ops.base import OPAQUE
+
+        return ctx.explicit and not ctx.manual and OPAQUE not in ctx.rules
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """``dim`` split over ``axes``, the other dims unsplit (its PartitionSpec)."""
+        return [self.split_type(eqn, args[0])]
+
+    @staticmethod
+    def split_type(eqn, a) -> tuple:
+        return tuple(tuple(eqn["axes"]) if k == eqn["dim"] else () for k in range(a.rank))
+
+    def as_constraint(self, draw, ctx, arg, ty, dim, out):
+        if not self.applies(ctx) or ty.dtype != FLOAT or not 0 <= dim < ty.rank or ty.shape[dim] == 0:
+            return None
+        axes = [n for n in ctx.mesh if ctx.mesh[n] > 1]  # (spmd_axis_name's too: see Reshard.usable)
+        split = draw_split(draw, ty.shape[dim], axes, ctx.mesh, False)
+        if split is None:
+            return None
+        return {"op": self.name, "args": [arg], "outs": [out], "axes": split, "dim": dim}
+
+    def expr(self, rr, eqn, a, ctx):
+        spec = [None] * int(rr.int(eqn["dim"])) + [list(eqn["axes"])]
+        return f"jax.sharding.reshard({a[0]}, {rr.spec_source(spec)})"
 
 
 class _Identity(Op):
@@ -253,6 +301,12 @@ class OptimizationBarrier(_Identity):
     since = "0.5.3"
     feature_names = ("optimization_barrier",)
 
+    explicit_rule = True
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """Each result its operand's (jax 0.10.2)."""
+        return [a.spec for a in args]
+
     def types(self, eqn, args, ctx):
         require(len(eqn["outs"]) == len(args), "optimization_barrier has one result per operand")
         return list(args)
@@ -271,4 +325,4 @@ class OptimizationBarrier(_Identity):
         return [f"{ind}{lhs} = jax.lax.optimization_barrier(({', '.join(args)}{',' if len(args) == 1 else ''}))"]
 
 
-OPS = (WithShardingConstraint(), DevicePut(), Reshard(), ShardAlike(), OptimizationBarrier())
+OPS = (WithShardingConstraint(), DevicePut(), Reshard(), ReshardSplit(), ShardAlike(), OptimizationBarrier())

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from fuzz.ops.base import DIM, INT, ExprOp, Ty, broadcast_shapes, fits, int_schema, require
+from fuzz.ops.base import DIM, INT, ExprOp, Ty, broadcast_shapes, fits, int_schema, keep_along, require, sharding_spec
 from fuzz.ops.indices import start_index
 
 BOUND = int_schema(-64, 64)
@@ -110,6 +110,18 @@ class Slice(ExprOp):
     params = {"axis": DIM, "start": BOUND, "stop": BOUND}
     feature_names = ("slice",)
 
+    explicit_rule = True
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """Its operand's. Along a split dim: the whole dim, or under jit a length its shards
+        divide; eagerly JAX refuses a part ("Use `.at[...].get(out_sharding=)`", jax 0.10.2)."""
+        a, d = args[0], eqn["axis"]
+        n = outs[0].shape[d]
+        if a.dims[d] and n != a.shape[d]:
+            require(ctx.jit, "an eager slice of part of a split dim (JAX asks for out_sharding)")
+            require(n > 0, "an empty slice of a split dim")
+        return [keep_along(self.name, a, d, n, ctx)]
+
     def types(self, eqn, args, ctx):
         (a,) = args
         d = eqn["axis"]
@@ -154,6 +166,14 @@ class DynamicSlice(ExprOp):
 
     def arg_dtypes(self, eqn):
         return ("float32", INT)
+
+    explicit_rule = True
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """Its operand's; along a split dim the window's length divisible by the shards
+        ("dynamic_slice on sharded dims where out dim ... is not divisible", jax 0.10.2)."""
+        d = eqn["axis"]
+        return [keep_along(self.name, args[0], d, eqn["size"], ctx)]
 
     def types(self, eqn, args, ctx):
         a, i = args
@@ -205,6 +225,15 @@ class DynamicUpdateSlice(ExprOp):
     def arg_dtypes(self, eqn):
         return ("float32", "float32", INT)
 
+    explicit_rule = True
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """The update split as the operand ("dynamic_update_slice operand sharding must be equal
+        to update sharding", jax 0.10.2); the result as the operand."""
+        a, u = args[:2]
+        require(a.dims == u.dims, f"dynamic_update_slice of an update split otherwise: {u.dims}, {a.dims}")
+        return [a.spec]
+
     def types(self, eqn, args, ctx):
         a, u, i = args
         d = eqn["axis"]
@@ -251,6 +280,15 @@ class At(ExprOp):
                                   {"type": "array", "items": OPTIONAL_BOUND, "minItems": 2, "maxItems": 2}]}}
     preludes = ("index", "slice")
     method = ""
+
+    explicit_rule = True
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """The operand's, its first dim unsplit and the update unsplit (a scatter into a split
+        operand: "Use `.at[...].set/add/mul/...(out_sharding=)`", jax 0.10.2)."""
+        a, u = args[:2]
+        require(not a.dims[0] and not u.sharded, f"{self.name} into a split first dim or of a split update")
+        return [a.spec]
 
     def along(self, eqn):
         return 0, 0  # (the first dim: the rows an index names)

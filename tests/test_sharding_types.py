@@ -1,0 +1,111 @@
+"""Sharding types on an Explicit mesh (``Ty.spec``): inputs split in their types, the ops'
+rules (Op.sharding_types), the transforms that keep them (fuzz.typecheck.SPEC_THROUGH), the
+generator's use of them, and agreement with JAX on programs that read split values."""
+import pytest
+
+from fuzz.typecheck import ProgramError, check_program
+from helpers import JIT, agree_with_jax, call, drawn_programs, eqn, fn, program, vmap
+
+MESH = (("x", 2), ("y", 2))
+
+
+def explicit(eqns, results, transforms=(), spec=(("x",), None), shape=(8, 4)):
+    """f0(a, b) over x0 (``shape``, split by ``spec``) and x1 (8, 4) split along dim 1 over y."""
+    p = program(mesh=MESH, axis_type="explicit", inputs=[("x0", shape, 3), ("x1", (8, 4), 4)],
+                functions={"f0": fn(["a", "b"], eqns, results)}, calls=[call("f0", list(transforms), ["x0", "x1"])])
+    p["inputs"][0]["spec"] = [list(s) if s else None for s in spec]
+    p["inputs"][1]["spec"] = [None, ["y"]]
+    return p
+
+
+def types_of(p) -> dict:
+    """{variable: its sharding type (per dim)} of every op's results, as the typing rules give them."""
+    seen = {}
+
+    def on_eqn(e, ctx, args):
+        seen.update({a: t.dims for a, t in zip(e["args"], args)})
+    check_program(p, on_eqn=on_eqn)
+    return seen
+
+
+def test_inputs_and_kept_dims_are_typed():
+    p = explicit([eqn("sin", ["a"], ["s"]), eqn("sum", ["s"], ["r"], axis=1), eqn("transpose", ["a"], ["t"]),
+                  eqn("broadcast", ["r"], ["u"], size=2), eqn("neg", ["t"], ["n"]), eqn("neg", ["u"], ["m"]),
+                  eqn("neg", ["b"], ["nb"])],
+                 ["s", "n", "m", "nb"])
+    seen = types_of(p)
+    assert seen["a"] == (("x",), ()) and seen["b"] == ((), ("y",))
+    assert seen["s"] == (("x",), ())       # unary: the operand's
+    assert seen["t"] == ((), ("x",))       # transpose: dims reversed
+    assert seen["u"] == ((), ("x",))       # sum over dim 1 keeps dim 0's split, broadcast adds an unsplit dim
+
+
+INDEX = eqn("index", [], ["i"], axes=[], scale=1, offset=1)
+
+
+@pytest.mark.parametrize("before,e,why", [
+    ([INDEX], eqn("dynamic_slice", ["a", "i"], ["o"], axis=0, size=3), "not divisible"),  # 3 rows over 2 shards
+    ([], eqn("cumsum", ["a"], ["o"], axis=0), "split over"),                             # along the split dim
+    ([eqn("transpose", ["a"], ["t"])], eqn("add", ["a", "t"], ["o"]), "axis twice"),      # x on both dims
+    ([eqn("sum", ["a"], ["a1"], axis=0)], eqn("at_set", ["a", "a1"], ["o"], index=2), "split first dim"),
+    ([], eqn("slice", ["a"], ["o"], axis=0, start=0, stop=4), "eager slice"),            # part of a split dim, eagerly
+    ([eqn("sin", ["b"], ["s"])], eqn("concatenate", ["a", "s"], ["o"], axis=0), "split differently"),
+])
+def test_sharding_rules_refuse_what_jax_refuses(before, e, why):
+    """Each refused as JAX 0.10.2 refuses it (a ShardingTypeError, measured by hand)."""
+    with pytest.raises(ProgramError, match=why):
+        check_program(explicit(before + [e], ["o"], shape=(8, 8) if e["op"] == "add" else (8, 4)))
+
+
+def test_orthogonal_splits_broadcast():
+    """x on dim 0 and y on dim 1 add up to a value split over both (jax.typeof: float32[8@x,4@y])."""
+    assert types_of(explicit([eqn("add", ["a", "b"], ["o"]), eqn("neg", ["o"], ["n"])], ["n"]))["o"] == (("x",), ("y",))
+
+
+def test_a_jitted_slice_of_a_split_dim_is_typed_with_its_split():
+    p = explicit([eqn("slice", ["a"], ["o"], axis=0, start=2, stop=6), eqn("neg", ["o"], ["n"])], ["n"], [JIT])
+    assert types_of(p)["o"] == (("x",), ())
+
+
+def test_split_values_do_not_enter_transforms_that_lose_their_types():
+    with pytest.raises(ProgramError, match="into vmap"):
+        check_program(explicit([eqn("sin", ["a"], ["s"])], ["s"], [vmap([0, None], [0])]))
+    # a vmap over a replicated value may not read a split one it captures
+    inner = fn(["c"], [eqn("add", ["c", "a"], ["d"])], ["d"])
+    p = explicit([eqn("sum", ["b"], ["r"], axis=1), eqn("call", ["r"], ["o"], transforms=[vmap([0], [0])], fn=inner)],
+                 ["o"], shape=(4,), spec=(("x",),))
+    with pytest.raises(ProgramError, match="does not keep sharding types"):
+        check_program(p)
+
+
+def test_generator_reads_split_values_on_explicit_meshes():
+    """Programs draw ops on values split in their sharding types, the data-movement ops among them
+    (before, those ops were refused on an Explicit mesh and inputs were never split there)."""
+    from fuzz import ops as O
+    from fuzz import typecheck as T
+
+    ops = set()
+    for p in drawn_programs([1, 2], 300):
+        if p["mesh"]["axis_type"] != "explicit":
+            continue
+
+        def on_eqn(e, ctx, args):
+            if e["op"] != "call" and ctx.explicit and not ctx.manual and any(a.sharded for a in args):
+                ops.add(e["op"])
+        T.check_program(p, on_eqn=on_eqn)
+    assert len(ops) >= 8, ops
+    assert any(not O.get(n).explicit_ok for n in ops), ops
+
+
+@pytest.mark.parametrize("transforms", [[], [JIT], [JIT, {"kind": "grad", "argnums": [0]}]])
+def test_programs_on_split_values_agree_with_jax(worker, transforms):
+    """Eager, jitted and differentiated: a chain of ops with rules along and beside the split dim."""
+    if worker.caps.get("explicit") is not True:
+        pytest.skip("this JAX release has no Explicit axes")
+    eqns = [eqn("sin", ["a"], ["s"]), eqn("pad", ["s"], ["q"], axis=0, lo=-2, hi=2, interior=0),
+            eqn("flip", ["q"], ["fl"], axis=0), eqn("cumsum", ["fl"], ["c"], axis=1),
+            eqn("concatenate", ["c", "s"], ["k"], axis=1), eqn("mul", ["k", "k"], ["m"]),
+            eqn("wsum", ["m"], ["l"], seed=7)]
+    p = explicit(eqns, ["l"] if transforms[-1:] and transforms[-1]["kind"] == "grad" else ["m"], transforms)
+    assert types_of(p)["k"] == (("x",), ())
+    agree_with_jax(worker, p)
