@@ -115,6 +115,7 @@ EFFECT_FAMILIES = ("io_callback",)
 # they are not (OPAQUE), and an argument split in its type may enter only these and shard_map
 # (whose in_specs reshard it: fuzz/render.py ``resharded``). See :func:`call_types`.
 SPEC_THROUGH = ("jit", "grad", "value_and_grad", "checkpoint")
+NO_SHARDING_TYPES = "no_sharding_types"  # release rule (see release_rules)
 
 # Identifiers of a program (function, parameter, variable, input and mesh/vmap axis
 # names, callback tags) reach the rendered Python source: they must match this pattern
@@ -161,7 +162,9 @@ def eqn_types(eqn: dict, args: list, ctx: Ctx) -> list:
         _require(a.dtype == dt, f"{op.name} argument {k} must be {dt}, not {a.dtype}")
     outs = list(op.types(eqn, args, ctx))
     specs = [()] * len(outs)
-    if ctx.explicit and not ctx.manual and any(a.sharded for a in args):
+    split = any(a.sharded for a in args)
+    if ctx.explicit and not ctx.manual and (split or (op.explicit_rule and OPAQUE not in ctx.rules)):
+        # (an op with a rule is asked on replicated operands too: reshard_split makes a split)
         _require(OPAQUE not in ctx.rules, f"{op.name} of a value split in its sharding type inside a transform "
                                           "that does not keep sharding types (see SPEC_THROUGH)")
         specs = list(op.sharding_types(eqn, args, outs, ctx))
@@ -698,6 +701,10 @@ def release_rules(caps: dict | None) -> frozenset:
     - ``no_infer_in_specs``: no shard_map without in_specs (jax < 0.7.2: in_specs required);
     - ``unreduced_needs_jit``: ``unreduced_psum`` only under jit (``eager_unreduced`` false:
       NotImplementedError "Eager shard_map with unreduced/reduced is not implemented", jax 0.9.2);
+    - ``no_sharding_types``: an Explicit mesh's sharding types are not tracked (jax < 0.9.0;
+      the rules of ``Op.sharding_types`` were measured on 0.9.0 and 0.10.2, and 0.8.1 differs:
+      a dynamic_update_slice of replicated values under jit raised ShardingTypeError): the root
+      context is :data:`OPAQUE` (no input split in its type, no op of ``explicit_rule`` only);
     - ``no_op:<name>``: the op ``name`` of the registry (fuzz/ops/) came in a later
       release than ``caps["jax_version"]`` (its ``since``).
     No caps (None): the newest release's rules, i.e. none of these.
@@ -731,6 +738,8 @@ def release_rules(caps: dict | None) -> frozenset:
         rules.add("no_auto_axes")
     if version and version < (0, 7, 2):
         rules.add(NO_INFER_IN_SPECS)
+    if version and version < (0, 9, 0):
+        rules.add(NO_SHARDING_TYPES)
     return frozenset(rules)
 
 
@@ -739,6 +748,10 @@ def root_ctx(program: dict, caps: dict | None = None) -> Ctx:
     m = program["mesh"]
     rules = release_rules(caps)
     _require(not (m["axis_type"] == "explicit" and "no_explicit" in rules), "this JAX release has no Explicit axes")
+    if NO_SHARDING_TYPES in rules and m["axis_type"] == "explicit":
+        rules |= {OPAQUE}
+        _require(not any(i.get("spec") and any(i["spec"]) for i in program["inputs"]),
+                 "an input split on an Explicit mesh (sharding types are tracked from jax 0.9.0 on)")
     return Ctx(mesh=dict(zip(m["axis_names"], m["axis_sizes"])), explicit=m["axis_type"] == "explicit", rules=rules,
                top=True)
 

@@ -986,7 +986,7 @@ def programs(draw, caps: dict = NEWEST_CAPS, max_depth: int = 4, max_eqns: int =
         spec = None
         # committed to a sharding half of the time; on an Explicit mesh that spec is the input's
         # sharding type, which the typing rules follow through the ops (Op.sharding_types)
-        if draw(st.booleans()):
+        if (mesh["axis_type"] == "auto" or T.NO_SHARDING_TYPES not in T.release_rules(caps)) and draw(st.booleans()):
             spec = draw(partition_specs(tuple(shape), mesh["axis_names"], sizes))
         inputs.append({"name": f"x{k}", "shape": shape, "dtype": "float32", "spec": spec,
                        "seed": draw(st.integers(0, 255))})

@@ -109,3 +109,36 @@ def test_programs_on_split_values_agree_with_jax(worker, transforms):
     p = explicit(eqns, ["l"] if transforms[-1:] and transforms[-1]["kind"] == "grad" else ["m"], transforms)
     assert types_of(p)["k"] == (("x",), ())
     agree_with_jax(worker, p)
+
+
+def test_releases_before_0_9_track_no_sharding_types():
+    """jax 0.8.1 differs from the measured rules (fuzz.typecheck.release_rules: no_sharding_types):
+    no input split on an Explicit mesh there, and the data-movement ops stay off Explicit meshes."""
+    from fuzz.render import NEWEST_CAPS
+
+    old = {**NEWEST_CAPS, "jax_version": "0.8.1"}
+    p = explicit([eqn("sin", ["a"], ["s"])], ["s"])
+    check_program(p, caps={**NEWEST_CAPS, "jax_version": "0.10.2"})
+    with pytest.raises(ProgramError, match="from jax 0.9.0"):
+        check_program(p, caps=old)
+    p["inputs"][0]["spec"] = p["inputs"][1]["spec"] = None
+    check_program(p, caps=old)
+    p["functions"]["f0"] = fn(["a", "b"], [eqn("cumsum", ["a"], ["c"], axis=1)], ["c"])
+    check_program(p)
+    with pytest.raises(ProgramError, match="not modelled here"):
+        check_program(p, caps=old)
+    drawn = [p for p in drawn_programs([3], 200, caps=old) if p["mesh"]["axis_type"] == "explicit"]
+    assert drawn and not any(i["spec"] and any(i["spec"]) for p in drawn for i in p["inputs"])
+
+
+def test_reshard_split_makes_a_split_that_later_rules_see():
+    """A one-way reshard of a replicated value is split in its type (the campaign of session 34
+    drew a split of 8 over 8 shards into halves JAX refuses when it was typed replicated)."""
+    p = program(mesh=(("x", 2), ("y", 4)), axis_type="explicit", inputs=[("x0", (1, 8), 3)],
+                functions={"f0": fn(["a"], [eqn("reshard_split", ["a"], ["r"], axes=["y", "x"], dim=1),
+                                            eqn("split", ["r"], ["h", "k"], axis=1)], ["h"])},
+                calls=[call("f0", [], ["x0"])])
+    with pytest.raises(ProgramError, match="not divisible"):
+        check_program(p)
+    p["functions"]["f0"]["eqns"][0]["axes"] = ["y"]  # 8 over 4 shards: halves of 4 stay split
+    assert types_of(p)["r"] == ((), ("y",))
