@@ -111,10 +111,12 @@ NO_IO_COND = "no_io_in_vmap_of_cond"
 EFFECT_FAMILIES = ("io_callback",)
 # Sharding types on an Explicit mesh (Ty.spec) are tracked through these transforms, whose body
 # sees its arguments' very types and whose results are typed from them (a jit's body; a
-# gradient has its argument's type; checkpoint is the identity); inside any other transform
+# gradient has its argument's type; a jvp's output tangents their outputs'; checkpoint is the
+# identity; measured with jax.typeof on 0.10.2, where jax.vjp and jax.linearize refuse the
+# rendered replicated cotangents / tangents of a split value eagerly); inside any other transform
 # they are not (OPAQUE), and an argument split in its type may enter only these and shard_map
 # (whose in_specs reshard it: fuzz/render.py ``resharded``). See :func:`call_types`.
-SPEC_THROUGH = ("jit", "grad", "value_and_grad", "checkpoint")
+SPEC_THROUGH = ("jit", "grad", "value_and_grad", "jvp", "checkpoint")
 NO_SHARDING_TYPES = "no_sharding_types"  # release rule (see release_rules)
 
 # Identifiers of a program (function, parameter, variable, input and mesh/vmap axis
