@@ -29,7 +29,10 @@ def cache_dir() -> Path:
 def pins(version: tuple) -> list:
     """Requirement strings for jax/jaxlib ``version`` (a 3-tuple) and the packages it needs pinned."""
     v = ".".join(map(str, version))
-    reqs = [f"jax=={v}", f"jaxlib=={v}"]
+    # the newest jaxlib not newer than jax: some jax releases came without a jaxlib of their own
+    # (jax 0.4.37 runs on jaxlib 0.4.36, 0.5.2 on 0.5.1: `pip index versions jaxlib`), and jax
+    # itself requires the oldest jaxlib it runs on
+    reqs = [f"jax=={v}", f"jaxlib<={v}"]
     if version < (0, 4, 36):
         # jaxlib < 0.4.36 has no NumPy 2 wheels support; keep its scientific stack of the same era
         reqs += ["numpy<2", "scipy<1.13", "ml_dtypes<0.5"]

@@ -923,6 +923,10 @@ def chain_variants(program: dict, call: dict, caps: dict | None = None, disabled
     if any(t["kind"] == "shard_map" for t in chain) and not (checked and "check_vma_off" in disabled):
         # nested shard_maps keep one check_vma: toggle all
         cands.append([{**t, "check_vma": not t["check_vma"]} if t["kind"] == "shard_map" else t for t in chain])
+    # a call's first jit is not inlined (the generator inlines traced jits only: jit_in); a
+    # variant that drops what came before a nested inlined jit gets a plain one
+    cands = [[{k: v for k, v in c[0].items() if k != "inline"}] + c[1:] if c and c[0].get("inline") else c
+             for c in cands]
     ok = []
     ctx = T.root_ctx(program, caps)
     inputs = T.input_types(program)

@@ -63,7 +63,11 @@ def test_auto_axes_typing():
     with pytest.raises(T.ProgramError, match="shard_map inside auto_axes"):
         T.enter(shard_map([[["x"]]], [[["x"]]]), inner, [T.Ty((8,))])
     assert T.context_refusal(O.get("with_sharding_constraint"), inner) is not None
-    assert T.context_refusal(O.get("cumsum"), inner) is None and T.context_refusal(O.get("cumsum"), explicit)
+    # an op without a sharding rule (conv) is refused on the Explicit mesh, allowed in the Auto body;
+    # cumsum, with one, also where sharding types are tracked, but not where they are not (OPAQUE)
+    assert T.context_refusal(O.get("conv"), inner) is None and T.context_refusal(O.get("conv"), explicit)
+    opaque = T.Ctx(mesh={"x": 2, "y": 4}, explicit=True, rules=frozenset({T.OPAQUE}))
+    assert T.context_refusal(O.get("cumsum"), explicit) is None and T.context_refusal(O.get("cumsum"), opaque)
     assert T.sealed(t, explicit) and not T.sealed(t, inner)
     with pytest.raises(T.ProgramError, match="no jax.sharding.auto_axes"):  # the release gate
         T.enter(t, T.Ctx(mesh={"x": 2}, explicit=True, rules=frozenset({"no_auto_axes"})), [T.Ty((8,))])
