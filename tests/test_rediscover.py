@@ -134,6 +134,12 @@ def test_xla_49122_is_not_a_dynamic_slice_of_a_captured_array():
     match = rediscover.KINDS["xla-49122"]
     assert match(_wrong(p, [0]), p)
     assert not match(_wrong(p, [1]), p)
+    # under grad the wrong value is the transpose's dynamic_update_slice (openxla/xla#49118): not it
+    p["calls"][0]["transforms"] = [{"kind": "jit"}, {"kind": "grad", "argnums": [0]}]
+    p["functions"]["f"] = fn(["a", "i"], [eqn("dynamic_slice", ["a", "i"], ["b"], axis=0, size=2),
+                                          eqn("sum", ["b"], ["l"], axis=None)], ["l"])
+    assert not match(_wrong(p, [0]), p)
+    p["functions"]["f"] = arg
     # under lax.map the per-step slice of the argument folds with the op's (the same fold): not it
     p["calls"][0]["transforms"] = [{"kind": "jit"}, {"kind": "map", "in_axes": [0, None]}]
     p["inputs"][0]["shape"] = [2, 4]

@@ -35,7 +35,7 @@ import math
 
 from hypothesis import strategies as st
 
-from fuzz.ops.base import AXES, DIM, FLOAT, NUMERIC, ExprOp, Op, OneOf, require
+from fuzz.ops.base import AXES, DIM, FLOAT, NUMERIC, OPAQUE, ExprOp, Op, OneOf, require
 from fuzz.ops.collectives import checked_axes
 
 
@@ -192,8 +192,6 @@ class ReshardSplit(Reshard):
 
     def applies(self, ctx) -> bool:
         """On an Explicit mesh outside shard_map bodies, where sharding types are tracked."""
-        from fuzz.ops.base import OPAQUE
-
         return ctx.explicit and not ctx.manual and OPAQUE not in ctx.rules
 
     def sharding_types(self, eqn, args, outs, ctx):
