@@ -252,15 +252,25 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
     of :data:`SPEC_THROUGH`; inside any other the context is :data:`OPAQUE` (no op reads a value
     split in its sharding type) and an argument split in its type may enter only a shard_map
     (whose in_specs reshard it). ProgramError if invalid."""
-    _require(OPAQUE not in ctx.rules or not any(a.sharded for a in args),
-             "a value split in its sharding type read inside a transform that does not keep sharding types")
+    why = split_refusal(t["kind"], ctx, args)
+    _require(why is None, why)
     inner_ctx, inner_args = _enter(t, ctx, args)
     if ctx.explicit and not ctx.manual and t["kind"] not in SPEC_THROUGH:
-        _require(t["kind"] == "shard_map" or not any(a.sharded for a in args),
-                 f"a value split in its sharding type into {transform_name(t)} (sharding types are not tracked there)")
         inner_args = [replace(a, spec=()) if a.spec else a for a in inner_args]
         inner_ctx = replace(inner_ctx, rules=inner_ctx.rules | {OPAQUE})
     return inner_ctx, inner_args
+
+
+def split_refusal(kind: str, ctx: Ctx, args: list) -> str | None:
+    """Why a transform of ``kind`` in ``ctx`` may not take ``args`` because some is split in its
+    sharding type (see :func:`enter`), or None; the generator asks this before drawing a kind."""
+    if not any(a.sharded for a in args):
+        return None
+    if OPAQUE in ctx.rules:
+        return "a value split in its sharding type read inside a transform that does not keep sharding types"
+    if ctx.explicit and not ctx.manual and kind not in SPEC_THROUGH and kind != "shard_map":
+        return f"a value split in its sharding type into {kind} (sharding types are not tracked there)"
+    return None
 
 
 def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:

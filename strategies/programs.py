@@ -200,9 +200,9 @@ class _Gen:
         kinds.append("loop")
         kinds = [k for k in kinds if k not in self.disabled and families.get(k, True)]
         # an argument split in its sharding type enters only the transforms that keep sharding
-        # types, and shard_map (fuzz.typecheck.call_types)
-        if ctx.explicit and not ctx.manual and any(a.sharded for a in args):
-            kinds = [k for k in kinds if k in T.SPEC_THROUGH or k == "shard_map"]
+        # types, and shard_map (fuzz.typecheck.split_refusal; "jac" and "loop" stand for families
+        # none of whose kinds keeps them)
+        kinds = [k for k in kinds if T.split_refusal(k, ctx, args) is None]
         # the Jacobian, cond, linearize and loop kinds share two entries: each costs several
         # times a plain program (JAX compiles a Jacobian's batched pullback, the reference
         # runs it op by op, each op compiled), and as four entries they took the draws of
@@ -984,13 +984,15 @@ def programs(draw, caps: dict = NEWEST_CAPS, max_depth: int = 4, max_eqns: int =
     mesh = draw(meshes({**caps, "explicit": False} if "explicit_mesh" in disabled else caps))
     sizes = dict(zip(mesh["axis_names"], mesh["axis_sizes"]))
     inputs = []
+    # on an Explicit mesh an input's spec is its sharding type, tracked from jax 0.9.0 on
+    split_ok = mesh["axis_type"] == "auto" or T.NO_SHARDING_TYPES not in T.release_rules(caps)
     for k in range(draw(st.integers(1, 3))):
         rank = draw(st.integers(0, 3))
         shape = [draw(st.sampled_from(DIMS)) for _ in range(rank)]
         spec = None
         # committed to a sharding half of the time; on an Explicit mesh that spec is the input's
         # sharding type, which the typing rules follow through the ops (Op.sharding_types)
-        if (mesh["axis_type"] == "auto" or T.NO_SHARDING_TYPES not in T.release_rules(caps)) and draw(st.booleans()):
+        if split_ok and draw(st.booleans()):
             spec = draw(partition_specs(tuple(shape), mesh["axis_names"], sizes))
         inputs.append({"name": f"x{k}", "shape": shape, "dtype": "float32", "spec": spec,
                        "seed": draw(st.integers(0, 255))})

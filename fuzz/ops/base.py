@@ -254,11 +254,6 @@ def spec_size(spec_entry, mesh: dict) -> int:
     return 1 if spec_entry is None else math.prod(mesh[a] for a in spec_entry)
 
 
-def split_size(axes: tuple, mesh: dict) -> int:
-    """Number of shards the mesh axes ``axes`` (a sharding type's entry) split a dim into."""
-    return math.prod(mesh[a] for a in axes)
-
-
 def sharding_spec(dims: list) -> tuple:
     """A sharding type from per-dim entries (tuples of axis names), () when nothing is split;
     ProgramError when one axis splits two dims (JAX: "incompatible shardings")."""
@@ -271,9 +266,19 @@ def keep_along(name: str, a: Ty, d: int, out_len: int, ctx: Ctx) -> tuple:
     """The sharding type of an op's result that keeps ``a``'s dims but resizes dim ``d`` to
     ``out_len``: a split dim must stay divisible by its shards (ShardingTypeError "... on sharded
     dims where out dim (n) is not divisible by mesh axes (k)", jax 0.10.2)."""
-    k = split_size(a.dims[d], ctx.mesh)
+    k = spec_size(a.dims[d], ctx.mesh)
     require(out_len % k == 0, f"{name} of a dim split {k} ways to {out_len} elements (not divisible)")
     return a.spec
+
+
+def alike(name: str, args: list) -> tuple:
+    """The sharding type of operands that must be split alike (concatenate: "All operands should
+    have the same sharding"; dynamic_update_slice: "operand sharding must be equal to update
+    sharding"; select: "select cases must have the same shardings", jax 0.10.2): the first's;
+    ProgramError when another's differs."""
+    require(all(a.dims == args[0].dims for a in args), f"{name} of operands split differently: "
+            f"{[a.dims for a in args]}")
+    return args[0].spec
 
 
 def unsplit_along(name: str, a: Ty, d: int) -> None:

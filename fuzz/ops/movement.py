@@ -19,7 +19,7 @@ import math
 
 from hypothesis import strategies as st
 
-from fuzz.ops.base import DIM, AlongAxis, ExprOp, Op, Ty, int_schema, keep_along, require, sharding_spec
+from fuzz.ops.base import DIM, AlongAxis, ExprOp, Op, Ty, alike, int_schema, keep_along, require, sharding_spec
 
 
 class Broadcast(ExprOp):
@@ -187,11 +187,8 @@ class Concatenate(ExprOp):
     explicit_rule = True
 
     def sharding_types(self, eqn, args, outs, ctx):
-        """Both operands split alike ("All operands should have the same sharding", jax 0.10.2);
-        the result as they are."""
-        a, b = args
-        require(a.dims == b.dims, f"concatenate of operands split differently: {a.dims}, {b.dims}")
-        return [a.spec]
+        """Both operands split alike (:func:`fuzz.ops.base.alike`); the result as they are."""
+        return [alike(self.name, args)]
 
     def types(self, eqn, args, ctx):
         a, b = args

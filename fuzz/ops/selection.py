@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from fuzz.ops.base import VALUE_DTYPES, ExprOp, Ty, align, broadcast_shapes, fits, require, same_dtype
+from fuzz.ops.base import VALUE_DTYPES, ExprOp, Ty, alike, align, broadcast_shapes, fits, require, same_dtype
 
 COMPARISONS = {"gt": ">", "lt": "<"}
 
@@ -29,11 +29,10 @@ class Where(ExprOp):
     explicit_rule = True
 
     def sharding_types(self, eqn, args, outs, ctx):
-        """All four operands of the result's shape and split alike ("select cases must have the
-        same shardings", jax 0.10.2); the result as they are."""
-        require(all(a.shape == outs[0].shape and a.dims == args[0].dims for a in args),
-                "where of operands split differently or broadcast")
-        return [args[0].spec]
+        """All four operands of the result's shape (none broadcast) and split alike
+        (:func:`fuzz.ops.base.alike`); the result as they are."""
+        require(all(a.shape == outs[0].shape for a in args), "where of a broadcast operand split in its type")
+        return [alike(self.name, args)]
 
     def types(self, eqn, args, ctx):
         same_dtype("where's comparison", args[:2], self.dtypes)

@@ -118,10 +118,11 @@ class WithShardingConstraint(ExprOp):
                 "axes": draw_split(draw, vis[a].shape[d], axes, ctx.mesh, uneven), "dim": d}
 
     def as_constraint(self, draw, ctx, arg, ty, dim, out):
-        # a real split: axes of size >= 2 only (a size-1 axis splits nothing)
-        if ctx.manual or ctx.explicit or ty.dtype != FLOAT or not 0 <= dim < ty.rank or ty.shape[dim] == 0:
+        # where it applies, over the axes it may name here; a real split: axes of size >= 2 only
+        # (a size-1 axis splits nothing)
+        if not self.applies(ctx) or ty.dtype != FLOAT or not 0 <= dim < ty.rank or ty.shape[dim] == 0:
             return None
-        axes = [n for n in ctx.mesh if n not in ctx.reserved and ctx.mesh[n] > 1]
+        axes = [n for n in self.usable(ctx) if ctx.mesh[n] > 1]
         split = draw_split(draw, ty.shape[dim], axes, ctx.mesh, self.uneven(ctx))
         if split is None:
             return None
@@ -196,20 +197,10 @@ class ReshardSplit(Reshard):
 
     def sharding_types(self, eqn, args, outs, ctx):
         """``dim`` split over ``axes``, the other dims unsplit (its PartitionSpec)."""
-        return [self.split_type(eqn, args[0])]
+        return [tuple(tuple(eqn["axes"]) if k == eqn["dim"] else () for k in range(args[0].rank))]
 
-    @staticmethod
-    def split_type(eqn, a) -> tuple:
-        return tuple(tuple(eqn["axes"]) if k == eqn["dim"] else () for k in range(a.rank))
-
-    def as_constraint(self, draw, ctx, arg, ty, dim, out):
-        if not self.applies(ctx) or ty.dtype != FLOAT or not 0 <= dim < ty.rank or ty.shape[dim] == 0:
-            return None
-        axes = [n for n in ctx.mesh if ctx.mesh[n] > 1]  # (spmd_axis_name's too: see Reshard.usable)
-        split = draw_split(draw, ty.shape[dim], axes, ctx.mesh, False)
-        if split is None:
-            return None
-        return {"op": self.name, "args": [arg], "outs": [out], "axes": split, "dim": dim}
+    # an annotator again (Reshard, a round trip, is none), over every mesh axis (Reshard.usable)
+    as_constraint = WithShardingConstraint.as_constraint
 
     def expr(self, rr, eqn, a, ctx):
         spec = [None] * int(rr.int(eqn["dim"])) + [list(eqn["axes"])]

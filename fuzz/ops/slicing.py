@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from fuzz.ops.base import DIM, INT, ExprOp, Ty, broadcast_shapes, fits, int_schema, keep_along, require, sharding_spec
+from fuzz.ops.base import DIM, INT, ExprOp, Ty, broadcast_shapes, alike, fits, int_schema, keep_along, require, sharding_spec
 from fuzz.ops.indices import start_index
 
 BOUND = int_schema(-64, 64)
@@ -228,11 +228,8 @@ class DynamicUpdateSlice(ExprOp):
     explicit_rule = True
 
     def sharding_types(self, eqn, args, outs, ctx):
-        """The update split as the operand ("dynamic_update_slice operand sharding must be equal
-        to update sharding", jax 0.10.2); the result as the operand."""
-        a, u = args[:2]
-        require(a.dims == u.dims, f"dynamic_update_slice of an update split otherwise: {u.dims}, {a.dims}")
-        return [a.spec]
+        """The update split as the operand (:func:`fuzz.ops.base.alike`); the result as the operand."""
+        return [alike(self.name, args[:2])]
 
     def types(self, eqn, args, ctx):
         a, u, i = args
