@@ -77,6 +77,24 @@ def test_jax_agrees_with_the_reference(worker):
     agree_with_jax(worker, p)
 
 
+def test_a_barrier_of_values_varying_differently_varies_as_both(worker):
+    """Under check_vma JAX casts a barrier's operands to vary alike (core.standard_vma_rule):
+    both results of a barrier of an unvarying and an x-varying value vary over x."""
+    if "check_rep" in T.release_rules(worker.caps) or "no_op:optimization_barrier" in T.release_rules(worker.caps):
+        pytest.skip("optimization_barrier in a shard_map body with check_vma: jax >= 0.6.0")
+    body = fn(["a", "b"], [eqn("optimization_barrier", ["a", "b"], ["a2", "b2"]),
+                           eqn("add", ["a2", "a"], ["o"])], ["o", "b2"])
+
+    def prog(out):
+        return program(mesh=(("x", 2),), inputs=[("x0", (8,), 1), ("x1", (8,), 2)], functions={"f0": body},
+                       calls=[call("f0", t, ["x0", "x1"]) for t in
+                              ([shard_map([[None], [["x"]]], [out, [["x"]]])],
+                               [JIT, shard_map([[None], [["x"]]], [out, [["x"]]])])])
+    with pytest.raises(T.ProgramError, match="omit axes"):
+        T.check_program(prog([None]))
+    agree_with_jax(worker, prog([["x"]]))
+
+
 class Swapped(Reference):
     """The reference with a planted bug: shard_alike returns its second operand twice."""
 

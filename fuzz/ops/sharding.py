@@ -32,6 +32,7 @@ across it; remat and scan code use it). See their classes for the rules measured
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from hypothesis import strategies as st
 
@@ -297,8 +298,14 @@ class OptimizationBarrier(_Identity):
         return [a.spec for a in args]
 
     def types(self, eqn, args, ctx):
+        """Its operands' types; in a shard_map body with check_vma on, each result varies over
+        the checked manual axes any operand does: its abstract eval asks
+        ``core.standard_vma_rule`` (jax/_src/lax/lax.py, since jax 0.6.0), so the operands are
+        cast to vary alike (measured on 0.10.2: a barrier of an unvarying and an x-varying value
+        under out_specs (P(), P('x')) raises "out_specs which require replication ...")."""
         require(len(eqn["outs"]) == len(args), "optimization_barrier has one result per operand")
-        return list(args)
+        joined = frozenset().union(*(a.vma for a in args)) & frozenset(checked_axes(ctx))
+        return [replace(a, vma=a.vma | joined) for a in args]
 
     def draw(self, draw, ctx, scope):
         xs = scope.values(self.dtypes)
