@@ -31,7 +31,7 @@ import numpy as np
 
 from fuzz import ops as O
 from fuzz.typecheck import (CHECKPOINT_POLICIES, JACOBIANS, LOOP_MAX, LOOPS, ProgramError, check_identifier,
-                             check_program, transform_name)
+                             check_program, root_ctx, shard_map_typed, transform_name)
 
 NEWEST_CAPS = {"shard_map": "jax", "check_kw": "check_vma", "partial_manual": "axis_names", "explicit": True,
                "auto_axes": True, "pvary": "pcast", "all_gather_invariant": "to"}
@@ -138,12 +138,23 @@ _CONV_SRC = [
     "    out = jax.lax.conv_general_dilated(y.reshape(-1, 1, y.shape[-1]), jnp.reshape(kernel, (1, 1, -1)),",
     "                                       (stride,), [padding], **dilations)",
     "    return jnp.moveaxis(out.reshape(y.shape[:-1] + (-1,)), -1, axis)"]
+# A shard_map on an Explicit mesh: JAX wants its inputs sharded as in_specs say (else ValueError
+# "in_specs passed to shard_map ... does not match the specs of the input", jax 0.10.2) and types
+# its results by out_specs; where the typing does not track sharding types (fuzz.typecheck.
+# shard_map_typed) they are resharded to P(), as every value there is.
+_RESHARDED_SRC = [
+    "def resharded(f, in_specs, replicate=True):  # Explicit axes: inputs resharded to in_specs; results to P()",
+    "    def g(*a):",
+    "        ys = f(*(jax.sharding.reshard(x, s) for x, s in zip(a, in_specs)))",
+    "        return tuple(jax.sharding.reshard(y, P()) for y in ys) if replicate else tuple(ys)",
+    "    return g"]
 # the helpers _linear_helpers emits, in order: (helper names that need it, its source)
 _HELPER_SOURCES = (({"weights", "vjp", "jvp", "linearize"}, _WEIGHTS_SRC), ({"vjp"}, _VJP_SRC), ({"jvp"}, _JVP_SRC),
                    ({"linearize"}, _LINEARIZE_SRC), ({"lax_map"}, _LAX_MAP_SRC), ({"lax_scan"}, _LAX_SCAN_SRC),
                    ({"jac"}, _JAC_SRC),
                    ({"cond"}, _COND_SRC), ({"fori_loop"}, _FORI_SRC), ({"while_loop"}, _WHILE_SRC),
-                   ({"auto_axes"}, _AUTO_AXES_SRC), ({"along"}, _ALONG_SRC), ({"conv"}, _CONV_SRC))
+                   ({"auto_axes"}, _AUTO_AXES_SRC), ({"along"}, _ALONG_SRC), ({"conv"}, _CONV_SRC),
+                   ({"reshard"}, _RESHARDED_SRC))
 _HELPERS = frozenset().union(*(names for names, _ in _HELPER_SOURCES))
 
 
@@ -233,14 +244,17 @@ class _Renderer:
 
     # -- transforms ---------------------------------------------------------------
     def wrap(self, transforms: list, fn_name: str, ctx=None) -> str:
-        outer_manual = bool(ctx is not None and ctx.manual)
+        """Source of ``fn_name`` under ``transforms`` (outermost first), called in ``ctx`` (None: a top-level call)."""
+        ctx = ctx if ctx is not None else root_ctx(self.p, self.caps)
         expr = fn_name
         for i in reversed(range(len(transforms))):
-            nested = outer_manual or any(t["kind"] == "shard_map" for t in transforms[:i])
-            expr = self.transform(transforms[i], expr, nested)
+            nested = bool(ctx.manual) or any(t["kind"] == "shard_map" for t in transforms[:i])
+            expr = self.transform(transforms[i], expr, nested, typed=shard_map_typed(ctx, transforms, i))
         return expr
 
-    def transform(self, t: dict, f: str, nested: bool = False) -> str:
+    def transform(self, t: dict, f: str, nested: bool = False, typed: bool = False) -> str:
+        """Source of ``f`` under transform ``t``; ``nested``: inside a shard_map; ``typed``: a
+        shard_map's results keep the sharding types of its out_specs (:func:`shard_map_typed`)."""
         k = t["kind"]
         if k == "jit":
             kw = "".join(f", {name}={_tuple_source(f'NamedSharding(mesh, {spec_source(s)})' for s in t[key])}"
@@ -326,7 +340,8 @@ class _Renderer:
             expr = f"{fn}({f}, {', '.join(kw)})"
             if self.explicit:
                 self.helpers.add("reshard")
-                expr = f"resharded({expr}, {_tuple_source(spec_source(s) for s in t['in_specs'])})"
+                expr = (f"resharded({expr}, {_tuple_source(spec_source(s) for s in t['in_specs'])}"
+                        f"{', replicate=False' if typed else ''})")
             return expr
         raise ValueError(f"unknown transform {k!r}")
 
@@ -471,12 +486,6 @@ class _Renderer:
                      "    def g(*a):",
                      "        v, gs = jax.value_and_grad(lambda *b: f(*b)[0], argnums=argnums)(*a)",
                      "        return (v, *gs)",
-                     "    return g", ""]
-        if "reshard" in self.helpers:
-            head += ["", "def resharded(f, in_specs):  # Explicit axes: shard_map wants inputs sharded as in_specs say",
-                     "    def g(*a):",
-                     "        a = [jax.sharding.reshard(x, s) for x, s in zip(a, in_specs)]",
-                     "        return tuple(jax.sharding.reshard(y, P()) for y in f(*a))",
                      "    return g", ""]
         head += _linear_helpers(self.helpers)[1:] + ([""] if self.helpers & _HELPERS else [])
         head.append("")
@@ -971,13 +980,6 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
                        "    def g(*a):",
                        "        v, gs = jax.value_and_grad(lambda *b: f(*b)[0], argnums=argnums)(*a)",
                        "        return (v, *gs)",
-                       "    return g"]
-    if "reshard" in every:
-        helper_src += ["", "",
-                       "def resharded(f, in_specs):  # Explicit axes: shard_map wants inputs sharded as in_specs say",
-                       "    def g(*a):",
-                       "        a = [jax.sharding.reshard(x, s) for x, s in zip(a, in_specs)]",
-                       "        return tuple(jax.sharding.reshard(y, P()) for y in f(*a))",
                        "    return g"]
     helper_src += _linear_helpers(every)
     text = "\n".join(body + earlier_lines + first_lines + tail)

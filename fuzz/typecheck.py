@@ -53,7 +53,8 @@ from dataclasses import replace
 
 from fuzz import ops as O
 from fuzz.ops.base import (DTYPES, FLOAT, JACOBIAN, NO_PARTIAL_COLLECTIVES, OPAQUE, UNREDUCED_NEEDS_JIT, Axis,  # noqa: F401
-                           Ctx, ProgramError, Ty, broadcast_shapes, spec_size, version_tuple)
+                           Ctx, ProgramError, Ty, broadcast_shapes, sharding_spec, spec_size,
+                           version_tuple)
 from fuzz.ops.base import require as _require
 
 NO_INFER_IN_SPECS = "no_infer_in_specs"  # release rule: a shard_map's in_specs cannot be left out
@@ -273,15 +274,40 @@ def split_refusal(kind: str, ctx: Ctx, args: list) -> str | None:
     return None
 
 
+def keeps_types(ctx: Ctx) -> bool:
+    """Whether the values of ``ctx`` carry sharding types the typing tracks (:attr:`Ty.spec`): an
+    Explicit mesh, outside shard_map bodies, not inside a transform outside :data:`SPEC_THROUGH`."""
+    return ctx.explicit and not ctx.manual and OPAQUE not in ctx.rules
+
+
+def shard_map_typed(ctx: Ctx, transforms: list, i: int) -> bool:
+    """Whether the shard_map ``transforms[i]`` of a call in ``ctx`` gives results typed by its
+    out_specs (:func:`exit_`), which the renderer then leaves as they are; else it reshards them
+    to P() (fuzz/render.py ``resharded``). The transforms before it are entered first
+    (:func:`enter`): any outside :data:`SPEC_THROUGH` makes the context :data:`OPAQUE`."""
+    return keeps_types(ctx) and all(t["kind"] in SPEC_THROUGH for t in transforms[:i])
+
+
 def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
-    """Outer result types of transform ``t`` from its inner result types (:func:`_exit`); outside
-    :data:`SPEC_THROUGH` replicated in their sharding types (a shard_map's results are resharded
-    to P(), fuzz/render.py ``resharded``; a vmap with spmd_axis_name's come out replicated in
-    their types, measured with ``jax.typeof`` on jax 0.10.2)."""
+    """Outer result types of transform ``t`` from its inner result types (:func:`_exit`), with
+    their sharding types: through :data:`SPEC_THROUGH` as they were; a shard_map's split as its
+    out_specs say where ``outer`` keeps types (:func:`keeps_types`; on an Explicit mesh JAX types
+    a shard_map's results by out_specs, partial-manual ones too: ``jax.typeof`` on jax 0.10.2
+    gives ``float32[16@x,2]`` for out_specs P('x')), else replicated (the renderer reshards
+    them to P()); other transforms' results replicated (a vmap with spmd_axis_name's come out
+    replicated in their types, measured with ``jax.typeof`` on jax 0.10.2)."""
     out = _exit(t, outer, inner, args, results)
     if t["kind"] in SPEC_THROUGH:
         return out
+    if t["kind"] == "shard_map" and keeps_types(outer):
+        return [replace(r, spec=spec_type(spec, r.rank)) for spec, r in zip(t["out_specs"], out)]
     return [replace(r, spec=()) if r.spec else r for r in out]
+
+
+def spec_type(spec: list | None, rank: int) -> tuple:
+    """The sharding type (:attr:`Ty.spec`) of a value of ``rank`` dims split as ``spec`` says
+    (a program's PartitionSpec: one null or list of axis names per leading dim)."""
+    return sharding_spec([tuple(e or ()) for e in spec or ()] + [()] * (rank - len(spec or ())))
 
 
 def _enter(t: dict, ctx: Ctx, args: list) -> tuple:
@@ -777,8 +803,7 @@ def input_types(program: dict) -> dict:
         _require(dtype == FLOAT or not i["shape"], f"the int32 input {i['name']!r} is not a scalar")
         _check_input_spec(i, program["mesh"])
         spec = i.get("spec") if program["mesh"]["axis_type"] == "explicit" else None
-        dims = tuple(tuple(e or ()) for e in spec) if spec else ()
-        out[i["name"]] = Ty(tuple(i["shape"]), dtype=dtype, spec=dims if any(dims) else ())
+        out[i["name"]] = Ty(tuple(i["shape"]), dtype=dtype, spec=spec_type(spec, len(i["shape"])))
     return out
 
 

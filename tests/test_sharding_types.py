@@ -142,3 +142,45 @@ def test_reshard_split_makes_a_split_that_later_rules_see():
         check_program(p)
     p["functions"]["f0"]["eqns"][0]["axes"] = ["y"]  # 8 over 4 shards: halves of 4 stay split
     assert types_of(p)["r"] == ((), ("y",))
+
+
+def shard_map_result_program(after, results, transforms=(), spec=(None, None)):
+    """f0(a, b): o = shard_map(sin, in_specs P('x'), out_specs P('x'))(a), then ``after``."""
+    from helpers import shard_map
+    body = fn(["c"], [eqn("sin", ["c"], ["d"])], ["d"])
+    sm = shard_map([[["x"], None]], [[["x"], None]])
+    return explicit([eqn("call", ["a"], ["o"], transforms=[sm], fn=body)] + after,
+                    results, transforms, spec=spec)
+
+
+def test_a_shard_maps_results_are_split_as_its_out_specs():
+    """On an Explicit mesh JAX types a shard_map's results by its out_specs (jax.typeof after
+    out_specs P('x'): float32[16@x,2], jax 0.10.2): where types are tracked they are left so and
+    the next ops' rules see the split; inside a transform that loses types they are resharded."""
+    from fuzz.render import render
+    from helpers import shard_map
+
+    p = shard_map_result_program([eqn("cumsum", ["o"], ["c"], axis=1)], ["c"], [JIT])
+    assert types_of(p)["o"] == (("x",), ())
+    assert "replicate=False" in render(p)
+    with pytest.raises(ProgramError, match="split over"):  # cumsum along the split dim: refused as JAX does
+        check_program(shard_map_result_program([eqn("cumsum", ["o"], ["c"], axis=0)], ["c"]))
+    body = fn(["c"], [eqn("sin", ["c"], ["d"])], ["d"])
+    inner = [eqn("call", ["a"], ["o"], transforms=[vmap([0], [0]), shard_map([[["x"]]], [[["x"]]])], fn=body),
+             eqn("cumsum", ["o"], ["c"], axis=1)]
+    p = explicit(inner, ["c"], spec=(None, None))
+    p["inputs"][1]["spec"] = None
+    assert types_of(p)["o"] == ((), ())  # (a vmap's results: replicated in their types)
+    assert "replicate=False" not in render(p)
+
+
+@pytest.mark.parametrize("transforms", [[], [JIT], [JIT, {"kind": "grad", "argnums": [0]}]])
+def test_ops_on_a_shard_maps_split_results_agree_with_jax(worker, transforms):
+    if worker.caps.get("explicit") is not True or "no_sharding_types" in __import__("fuzz.typecheck").typecheck.release_rules(worker.caps):
+        pytest.skip("sharding types: jax >= 0.9.0")
+    after = [eqn("cumsum", ["o"], ["c"], axis=1), eqn("mul", ["c", "o"], ["m"]), eqn("sum", ["m"], ["r"], axis=0),
+             eqn("wsum", ["m"], ["l"], seed=5)]
+    grad = transforms[-1:] and transforms[-1]["kind"] == "grad"
+    p = shard_map_result_program(after, ["l"] if grad else ["m", "r"], transforms)
+    assert types_of(p)["m"] == (("x",), ())
+    agree_with_jax(worker, p)
