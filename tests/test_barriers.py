@@ -95,6 +95,20 @@ def test_a_barrier_of_values_varying_differently_varies_as_both(worker):
     agree_with_jax(worker, prog([["x"]]))
 
 
+def test_shard_alike_under_vmap_batches_both_results(worker):
+    """JAX broadcasts the unbatched operand of shard_alike under vmap (``_shard_alike_batcher``):
+    its result is batched too, so out_axes None for it is refused, as JAX refuses it (ValueError
+    "got axis spec None but output was batched"; a campaign of session 35 drew it)."""
+    body = fn(["a"], [eqn("shard_alike", ["x1", "a"], ["s", "t"])], ["s"])
+
+    def prog(out_axes):
+        return program(mesh=(("x", 2),), inputs=[("x0", (2, 8), 1), ("x1", (8,), 2)], functions={"f0": body},
+                       calls=[call("f0", [vmap([0], out_axes)], ["x0"])])
+    with pytest.raises(T.ProgramError, match="out_axes None"):
+        T.check_program(prog([None]))
+    agree_with_jax(worker, prog([0]))
+
+
 class Swapped(Reference):
     """The reference with a planted bug: shard_alike returns its second operand twice."""
 

@@ -224,7 +224,8 @@ class _Identity(Op):
 class ShardAlike(_Identity):
     """``x2, y2 = shard_alike(x, y)`` (``jax.experimental.shard_alike``): ``x`` and ``y`` of one
     shape (any numeric dtypes, each its own), results equal to them, each with its operand's
-    type (varying axes included: ``jax.typeof`` in a checked shard_map body, jax 0.10.2).
+    type (varying axes included: ``jax.typeof`` in a checked shard_map body, jax 0.10.2), but
+    under vmap both vary over the vmap axes either operand does (see :meth:`types`).
 
     Semantics: https://docs.jax.dev/en/latest/jax.experimental.shard_alike.html (the two
     values get the same sharding; values unchanged). Rules measured on jax 0.10.2 (and 0.4.26,
@@ -253,7 +254,10 @@ class ShardAlike(_Identity):
         require(a.shape == b.shape, f"shard_alike of shapes {a.shape} and {b.shape} (they must be equal)")
         why = self._refusal(ctx)
         require(why is None, why or "")
-        return [a, b]
+        # under vmap JAX broadcasts an unbatched operand to the other's batch (_shard_alike_batcher,
+        # jax/_src/shard_alike.py, 0.4.26-0.10.2): both results vary over the vmap axes either does
+        joined = (a.vma | b.vma) & frozenset(x.name for x in ctx.axes if x.kind == "vmap")
+        return [replace(a, vma=a.vma | joined), replace(b, vma=b.vma | joined)]
 
     def draw(self, draw, ctx, scope):
         if self._refusal(ctx) is not None:
