@@ -53,7 +53,7 @@ from dataclasses import replace
 
 from fuzz import ops as O
 from fuzz.ops.base import (DTYPES, FLOAT, JACOBIAN, NO_PARTIAL_COLLECTIVES, OPAQUE, UNREDUCED_NEEDS_JIT, Axis,  # noqa: F401
-                           Ctx, ProgramError, Ty, broadcast_shapes, sharding_spec, spec_size,
+                           Ctx, ProgramError, Ty, broadcast_shapes, checked_axes, spec_size, spec_type,
                            version_tuple)
 from fuzz.ops.base import require as _require
 
@@ -213,11 +213,6 @@ def effect_refused(op, ctx: Ctx) -> bool:
     return op.family in EFFECT_FAMILIES and bool({NO_EFFECTS, NO_IO_COND} & ctx.rules)
 
 
-def checked_axes(ctx: Ctx) -> frozenset:
-    """The manual axes of ``ctx`` whose shard_map has check_vma on (JAX types varying axes there)."""
-    return frozenset(a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma)
-
-
 def carry_fits(arg: Ty, result: Ty, ctx: Ctx) -> bool:
     """Whether a scan's ``result`` may become the carried ``arg`` of the next step in ``ctx``.
 
@@ -302,12 +297,6 @@ def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
     if t["kind"] == "shard_map" and keeps_types(outer):
         return [replace(r, spec=spec_type(spec, r.rank)) for spec, r in zip(t["out_specs"], out)]
     return [replace(r, spec=()) if r.spec else r for r in out]
-
-
-def spec_type(spec: list | None, rank: int) -> tuple:
-    """The sharding type (:attr:`Ty.spec`) of a value of ``rank`` dims split as ``spec`` says
-    (a program's PartitionSpec: one null or list of axis names per leading dim)."""
-    return sharding_spec([tuple(e or ()) for e in spec or ()] + [()] * (rank - len(spec or ())))
 
 
 def _enter(t: dict, ctx: Ctx, args: list) -> tuple:

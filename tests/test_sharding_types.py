@@ -3,8 +3,9 @@ rules (Op.sharding_types), the transforms that keep them (fuzz.typecheck.SPEC_TH
 generator's use of them, and agreement with JAX on programs that read split values."""
 import pytest
 
-from fuzz.typecheck import ProgramError, check_program
-from helpers import JIT, agree_with_jax, call, drawn_programs, eqn, fn, program, vmap
+from fuzz.render import render
+from fuzz.typecheck import NO_SHARDING_TYPES, ProgramError, check_program, release_rules
+from helpers import JIT, agree_with_jax, call, drawn_programs, eqn, fn, program, shard_map, vmap
 
 MESH = (("x", 2), ("y", 2))
 
@@ -146,7 +147,6 @@ def test_reshard_split_makes_a_split_that_later_rules_see():
 
 def shard_map_result_program(after, results, transforms=(), spec=(None, None)):
     """f0(a, b): o = shard_map(sin, in_specs P('x'), out_specs P('x'))(a), then ``after``."""
-    from helpers import shard_map
     body = fn(["c"], [eqn("sin", ["c"], ["d"])], ["d"])
     sm = shard_map([[["x"], None]], [[["x"], None]])
     return explicit([eqn("call", ["a"], ["o"], transforms=[sm], fn=body)] + after,
@@ -157,9 +157,6 @@ def test_a_shard_maps_results_are_split_as_its_out_specs():
     """On an Explicit mesh JAX types a shard_map's results by its out_specs (jax.typeof after
     out_specs P('x'): float32[16@x,2], jax 0.10.2): where types are tracked they are left so and
     the next ops' rules see the split; inside a transform that loses types they are resharded."""
-    from fuzz.render import render
-    from helpers import shard_map
-
     p = shard_map_result_program([eqn("cumsum", ["o"], ["c"], axis=1)], ["c"], [JIT])
     assert types_of(p)["o"] == (("x",), ())
     assert "replicate=False" in render(p)
@@ -176,7 +173,7 @@ def test_a_shard_maps_results_are_split_as_its_out_specs():
 
 @pytest.mark.parametrize("transforms", [[], [JIT], [JIT, {"kind": "grad", "argnums": [0]}]])
 def test_ops_on_a_shard_maps_split_results_agree_with_jax(worker, transforms):
-    if worker.caps.get("explicit") is not True or "no_sharding_types" in __import__("fuzz.typecheck").typecheck.release_rules(worker.caps):
+    if worker.caps.get("explicit") is not True or NO_SHARDING_TYPES in release_rules(worker.caps):
         pytest.skip("sharding types: jax >= 0.9.0")
     after = [eqn("cumsum", ["o"], ["c"], axis=1), eqn("mul", ["c", "o"], ["m"]), eqn("sum", ["m"], ["r"], axis=0),
              eqn("wsum", ["m"], ["l"], seed=5)]

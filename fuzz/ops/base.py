@@ -262,6 +262,23 @@ def sharding_spec(dims: list) -> tuple:
     return tuple(tuple(d) for d in dims) if used else ()
 
 
+def spec_type(spec: list | None, rank: int) -> tuple:
+    """The sharding type (:attr:`Ty.spec`) of a value of ``rank`` dims split as ``spec`` says
+    (a program's PartitionSpec: one null or list of axis names per leading dim)."""
+    return sharding_spec([tuple(e or ()) for e in spec or ()] + [()] * (rank - len(spec or ())))
+
+
+def checked_axes(ctx: Ctx) -> frozenset:
+    """The manual axes of ``ctx`` whose shard_map has check_vma (check_rep) on: JAX types varying
+    axes there."""
+    return frozenset(a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma)
+
+
+def vmap_axes(ctx: Ctx) -> frozenset:
+    """The names of the vmap axes of ``ctx`` (internal ones of unnamed vmaps included)."""
+    return frozenset(a.name for a in ctx.axes if a.kind == "vmap")
+
+
 def keep_along(name: str, a: Ty, d: int, out_len: int, ctx: Ctx) -> tuple:
     """The sharding type of an op's result that keeps ``a``'s dims but resizes dim ``d`` to
     ``out_len``: a split dim must stay divisible by its shards (ShardingTypeError "... on sharded

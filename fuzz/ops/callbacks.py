@@ -53,8 +53,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from fuzz.ops.base import BOOL, Op, Ty, require
-from fuzz.ops.collectives import checked_axes
+from fuzz.ops.base import BOOL, Op, Ty, checked_axes, require
 
 # pure_callback's vmap_method values the program model draws (simplest first).
 VMAP_METHODS = ("sequential", "expand_dims", "broadcast_all")

@@ -26,18 +26,13 @@ import numpy as np
 from hypothesis import strategies as st
 
 from fuzz.ops.base import (AXES, BOOL, DIM, FLOATS, INT, NUMERIC, ONE_AXIS, PERM, UNREDUCED_NEEDS_JIT, VALUE_DTYPES,
-                           ExprOp, Ty, compute, require)
-
-
-def checked_axes(ctx) -> set:
-    """Manual axes of shard_maps with check_vma (check_rep) on."""
-    return {a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma}
+                           ExprOp, Ty, checked_axes, compute, require)
 
 
 def checked_usable(ctx) -> list:
     """Checked manual axes a collective may name here (sorted): what the casts pvary and
     unreduced_psum act on."""
-    return sorted(checked_axes(ctx) & set(ctx.collective_axes()))
+    return sorted(checked_axes(ctx) & frozenset(ctx.collective_axes()))
 
 
 def require_checked(op: str, ctx, names) -> None:

@@ -40,8 +40,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from fuzz.ops.base import JACOBIAN, NUMERIC, Op, Ty, compute, require, same_dtype
-from fuzz.ops.collectives import checked_axes
+from fuzz.ops.base import JACOBIAN, NUMERIC, Op, Ty, checked_axes, compute, require, same_dtype, vmap_axes
 from fuzz.ops.custom import FORWARD_MODE
 
 
@@ -74,8 +73,7 @@ class RefUpdate(Op):
         require(why is None, why or "")
         extra = (b.vma - a.vma) & checked_axes(ctx)
         require(not extra, f"ref_update stores a value varying over {sorted(extra)} into a ref that does not")
-        batched = frozenset(x.name for x in ctx.axes if x.kind == "vmap")  # (see the module docstring)
-        return [Ty(a.shape, a.vma | b.vma | batched, dt)]
+        return [Ty(a.shape, a.vma | b.vma | vmap_axes(ctx), dt)]  # (see the module docstring)
 
     def draw(self, draw, ctx, scope):
         if _refusal(ctx) is not None:

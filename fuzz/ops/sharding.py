@@ -36,8 +36,8 @@ from dataclasses import replace
 
 from hypothesis import strategies as st
 
-from fuzz.ops.base import AXES, DIM, FLOAT, NUMERIC, OPAQUE, ExprOp, Op, OneOf, require
-from fuzz.ops.collectives import checked_axes
+from fuzz.ops.base import (AXES, DIM, FLOAT, NUMERIC, OPAQUE, ExprOp, Op, OneOf, checked_axes, require, spec_type,
+                           vmap_axes)
 
 
 def splits(n: int, axes: list, mesh: dict, uneven: bool = False) -> list:
@@ -198,7 +198,7 @@ class ReshardSplit(Reshard):
 
     def sharding_types(self, eqn, args, outs, ctx):
         """``dim`` split over ``axes``, the other dims unsplit (its PartitionSpec)."""
-        return [tuple(tuple(eqn["axes"]) if k == eqn["dim"] else () for k in range(args[0].rank))]
+        return [spec_type([None] * eqn["dim"] + [eqn["axes"]], args[0].rank)]
 
     # an annotator again (Reshard, a round trip, is none), over every mesh axis (Reshard.usable)
     as_constraint = WithShardingConstraint.as_constraint
@@ -256,7 +256,7 @@ class ShardAlike(_Identity):
         require(why is None, why or "")
         # under vmap JAX broadcasts an unbatched operand to the other's batch (_shard_alike_batcher,
         # jax/_src/shard_alike.py, 0.4.26-0.10.2): both results vary over the vmap axes either does
-        joined = (a.vma | b.vma) & frozenset(x.name for x in ctx.axes if x.kind == "vmap")
+        joined = (a.vma | b.vma) & vmap_axes(ctx)
         return [replace(a, vma=a.vma | joined), replace(b, vma=b.vma | joined)]
 
     def draw(self, draw, ctx, scope):
@@ -308,7 +308,7 @@ class OptimizationBarrier(_Identity):
         cast to vary alike (measured on 0.10.2: a barrier of an unvarying and an x-varying value
         under out_specs (P(), P('x')) raises "out_specs which require replication ...")."""
         require(len(eqn["outs"]) == len(args), "optimization_barrier has one result per operand")
-        joined = frozenset().union(*(a.vma for a in args)) & frozenset(checked_axes(ctx))
+        joined = frozenset().union(*(a.vma for a in args)) & checked_axes(ctx)
         return [replace(a, vma=a.vma | joined) for a in args]
 
     def draw(self, draw, ctx, scope):

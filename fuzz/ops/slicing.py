@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
-from fuzz.ops.base import DIM, INT, ExprOp, Ty, broadcast_shapes, alike, fits, int_schema, keep_along, require, sharding_spec
+from fuzz.ops.base import DIM, INT, ExprOp, Ty, alike, broadcast_shapes, fits, int_schema, keep_along, require
 from fuzz.ops.indices import start_index
 
 BOUND = int_schema(-64, 64)
