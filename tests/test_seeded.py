@@ -155,6 +155,17 @@ def test_collective_axes_of_size_two_or_more_come_first():
     assert _exchanging_first(_Draws(1), ctx, ["x", "i"]) == ["x", "i"]  # nothing bigger to prefer
 
 
+def test_a_ppermute_prefers_a_size_two_axis_to_a_size_one_axis_when_none_is_larger():
+    """ppermute prefers axes of size >= 3 (more permutations that are not their own inverse);
+    where a body has none, it still prefers one that exchanges something to a size-1 axis."""
+    from fuzz.ops.collectives import _exchanging_first
+
+    ctx = _ctx_with_axes(("x", 1, "mesh"), ("y", 2, "mesh"), ("i", 4, "vmap"))
+    assert _exchanging_first(_Draws(1), ctx, ["x", "y"], least=3) == ["y"]
+    assert _exchanging_first(_Draws(1), ctx, ["x", "y", "i"], least=3) == ["i"]
+    assert _exchanging_first(_Draws(0), ctx, ["x", "y"], least=3) == ["x", "y"]  # size-1 axes stay reachable
+
+
 def test_a_collective_draws_an_axis_some_value_varies_over():
     """A ppermute in a body with three axes, where a value varies over the size-4 one only, is drawn
     over that axis, on that value (3 times in 4: the draws that prefer); otherwise over any."""
