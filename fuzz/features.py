@@ -52,6 +52,10 @@ def _walk_chain(transforms: list, fn: dict, outer: set, out: set, depth: int) ->
                 out.add("partial_manual")
             if t.get("infer"):
                 out.add("infer_in_specs")
+            if t.get("smap"):
+                out.add("smap")
+            if t.get("negative_axes"):
+                out.add("negative_axes")
     return _walk_function(fn, outer, out, depth + len(transforms))
 
 
@@ -63,8 +67,9 @@ def features(program: dict) -> tuple:
     ``map`` and pmap for a vmap with ``pmap: true``: JAX's names), scan_carry (a scan whose carry is not empty), checkpoint_policy:<name> (a checkpoint's policy,
     ``jax.checkpoint_policies.<name>``), in_shardings / out_shardings / donate_argnums (a jit's), jit_inline (a jit with inline=True),
     spmd_axis_name, vmap_axis_name, check_vma_off,
-    partial_manual, infer_in_specs (a shard_map without in_specs and mesh), capture (a function reads a variable of an enclosing
-    scope), multi_call, explicit_mesh, enable_checks (the program runs with ``jax_enable_checks``), and what each op
+    partial_manual, infer_in_specs (a shard_map without in_specs and mesh), smap (a shard_map
+    written as ``jax.smap``), negative_axes (its in_axes / out_axes counted from the end), capture (a function reads a variable of an enclosing
+    scope), multi_call, explicit_mesh, set_mesh (an Auto mesh whose calls run under ``jax.set_mesh``), enable_checks (the program runs with ``jax_enable_checks``), and what each op
     of the registry names (:meth:`fuzz.ops.base.Op.features`: each collective, wsum,
     io_callback_ordered, io_callback_unordered, io_callback_result, and the data
     movement ops under their JAX names). Depth: the most transforms on one path from a
@@ -79,6 +84,8 @@ def features(program: dict) -> tuple:
         out.add("multi_call")
     if program["mesh"]["axis_type"] == "explicit":
         out.add("explicit_mesh")
+    if program["mesh"].get("set_mesh"):
+        out.add("set_mesh")
     if program.get("checks"):
         out.add("enable_checks")
     return out, depth

@@ -34,7 +34,7 @@ from fuzz.typecheck import (CHECKPOINT_POLICIES, JACOBIANS, LOOP_MAX, LOOPS, Pro
                              check_program, root_ctx, shard_map_typed, transform_name)
 
 NEWEST_CAPS = {"shard_map": "jax", "check_kw": "check_vma", "partial_manual": "axis_names", "explicit": True,
-               "auto_axes": True, "pvary": "pcast", "all_gather_invariant": "to"}
+               "auto_axes": True, "pvary": "pcast", "all_gather_invariant": "to", "smap": True, "set_mesh": True}
 
 # Helpers of the seeded linear functionals (wsum, vjp, jvp), emitted only when used; the
 # same lines in render() and render_repro(). ``weights`` is fuzz.reference.weights.
@@ -229,6 +229,24 @@ def call_args(call: dict) -> list:
     return [f"jnp.copy({_id(a)})" if k in donated else _id(a) for k, a in enumerate(call["args"])]
 
 
+def _smap_source(t: dict, f: str) -> str:
+    """``jax.smap`` of ``f`` for a shard_map over one axis (fuzz.typecheck.smap_refusal): each
+    spec that splits dim d by the axis is in_axes / out_axes d (``d - rank`` with
+    ``negative_axes``; a spec has one entry per dim), one that splits nothing None."""
+    (name,) = t["axis_names"]
+
+    def axis(spec: list) -> str:
+        split = [d for d, s in enumerate(spec) if s]
+        if not split:
+            return "None"
+        if len(split) != 1 or spec[split[0]] != [name]:
+            raise ProgramError(f"smap spec {str(spec)[:60]!r} splits more than one dim by {name!r}")
+        return str(split[0] - len(spec) if t.get("negative_axes") else split[0])
+
+    return (f"jax.smap({f}, in_axes={_tuple_source(axis(s) for s in t['in_specs'])}, "
+            f"out_axes={_tuple_source(axis(s) for s in t['out_specs'])}, axis_name={_id(name)!r})")
+
+
 def _tuple_source(items) -> str:
     items = list(items)
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
@@ -240,6 +258,8 @@ class _Renderer:
         self.caps = caps
         self.n_fn = 0
         self.explicit = program["mesh"]["axis_type"] == "explicit"
+        # calls run under jax.set_mesh(mesh): an Explicit mesh, or an Auto one with set_mesh
+        self.context_mesh = self.explicit or bool(program["mesh"].get("set_mesh"))
         self.helpers: set = set()
 
     # -- transforms ---------------------------------------------------------------
@@ -319,6 +339,13 @@ class _Renderer:
             # jax.pmap maps as vmap does, one device per index (its docstring: "Semantically it
             # is comparable to vmap"); its axis_name is positional-or-keyword, as vmap's
             return f"jax.{transform_name(t)}({f}, {', '.join(kw)})"
+        if k == "shard_map" and t.get("smap"):
+            expr = _smap_source(t, f)
+            if self.explicit:
+                self.helpers.add("reshard")
+                expr = (f"resharded({expr}, {_tuple_source(spec_source(s) for s in t['in_specs'])}"
+                        f"{', replicate=False' if typed else ''})")
+            return expr
         if k == "shard_map":
             fn = "jax.shard_map" if self.caps["shard_map"] == "jax" else "shard_map"
             # a nested shard_map takes its (partly manual) mesh from the context
@@ -454,7 +481,8 @@ class _Renderer:
             head.append("mesh_context = lambda: jax.set_mesh(mesh)  # Explicit axes: calls run under the mesh")
         else:
             head.append(f"mesh = Mesh(np.array(jax.devices()[:{n_dev}]).reshape({shape}), {names})")
-            head.append("mesh_context = contextlib.nullcontext")
+            head.append("mesh_context = lambda: jax.set_mesh(mesh)  # calls run under the mesh" if self.context_mesh
+                        else "mesh_context = contextlib.nullcontext")
         head += [
             "CALLBACK_LOG = []  # (tag, value) for every value an io_callback host function receives",
             "",
@@ -690,7 +718,7 @@ class _ReproRenderer(_Renderer):
             lines.append("")
             lines.extend(self.function(_id(name), self.p["functions"][name], ind))
         uses = "\n".join(lines + [self.call_expr(c) for c in calls])
-        if self.explicit or re.search(r"\bmesh\b", uses):
+        if self.context_mesh or re.search(r"\bmesh\b", uses):
             lines.insert(0, self.mesh_line(ind))
         return lines
 
@@ -707,11 +735,12 @@ class _ReproRenderer(_Renderer):
         return f"{target}.lower"
 
 
-def _with_mesh(lines: list, explicit: bool, ind: str = "") -> list:
-    """Lines run under ``jax.set_mesh(mesh)`` when the mesh has Explicit axes (as the worker runs calls)."""
-    if not explicit:
+def _with_mesh(lines: list, context_mesh: bool, ind: str = "") -> list:
+    """Lines run under ``jax.set_mesh(mesh)`` when the program's calls run under it (an Explicit
+    mesh, or ``set_mesh``: as the worker runs calls)."""
+    if not context_mesh:
         return lines
-    return [f"{ind}with jax.set_mesh(mesh):  # Explicit axes: calls run under the mesh"] + [
+    return [f"{ind}with jax.set_mesh(mesh):  # calls run under the mesh"] + [
         ("    " + ln if ln.strip() else ln) for ln in lines]
 
 
@@ -789,7 +818,7 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
         earlier_lines += [ln for ln in hr.definitions(h["calls"], "    ") if ln.strip()]
         runs = [f"    run_earlier({f'program {i}, ' + _call_label(j, c)!r}, {hr.call_expr(c)}, {hr.args_src(c)})"
                 for j, c in enumerate(h["calls"])]
-        earlier_lines += _with_mesh(runs, hr.explicit, "    ")
+        earlier_lines += _with_mesh(runs, hr.context_mesh, "    ")
     calls_src = [(j, c, rr.call_expr(c), rr.args_src(c)) for j, c in enumerate(kept)]
     text = "\n".join(body + earlier_lines)
     has_callbacks = any(c in text for c in ("io_callback(", "jax.pure_callback(", "jax.debug.callback(",
@@ -1017,7 +1046,7 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
                                  ("PartitionSpec as P", r"\bP\(")) if re.search(pat, all_text)]
     if sharding:
         head.append("from jax.sharding import " + ", ".join(sharding))
-    main = body + earlier_lines + ["", ""] + first_lines + _with_mesh(tail, rr.explicit)
+    main = body + earlier_lines + ["", ""] + first_lines + _with_mesh(tail, rr.context_mesh)
     return "\n".join(head + helper_src + ["", ""] + _strip_blank_runs(main)) + "\n"
 
 

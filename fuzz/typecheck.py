@@ -58,6 +58,9 @@ from fuzz.ops.base import (DTYPES, FLOAT, JACOBIAN, NO_PARTIAL_COLLECTIVES, OPAQ
 from fuzz.ops.base import require as _require
 
 NO_INFER_IN_SPECS = "no_infer_in_specs"  # release rule: a shard_map's in_specs cannot be left out
+NO_SMAP = "no_smap"  # release rule: no jax.smap (jax < 0.7.0)
+NO_SET_MESH = "no_set_mesh"  # release rule: no jax.set_mesh (jax < 0.7.1)
+CONTEXT_MESH = "context_mesh"  # the program's calls run under jax.set_mesh(mesh) (an Explicit mesh, or set_mesh)
 
 # Op families, from the registry (fuzz/ops/): kept for the modules that name them.
 UNARY = O.names("unary")
@@ -410,6 +413,9 @@ def _enter(t: dict, ctx: Ctx, args: list) -> tuple:
         if t.get("infer"):
             why = infer_refusal(ctx)
             _require(why is None, why or "")
+        if t.get("smap") or t.get("negative_axes"):
+            why = smap_refusal(ctx, t)
+            _require(why is None, why or "")
         # jax/_src/shard_map.py (ShardMapTrace.process_shard_map): "Check consistency between
         # outer and inner shmaps on ... check_vma" -- a nested shard_map must keep the enclosing
         # one's check_vma (eager: a bare `raise Exception`; "TODO: add check in jit path").
@@ -487,8 +493,8 @@ def pmap_refusal(ctx: Ctx, top: bool = False) -> str | None:
     transform (its arguments are the program's inputs, see :func:`check_committed`).
 
     pmap builds a mesh of its own (PMAP_BODY), so not inside a shard_map or pmap body, not on
-    an Explicit mesh (whose context mesh it would meet: the same "context mesh" ValueError on
-    jax 0.10.2) and not under a vmap with spmd_axis_name (a mesh axis pmap's mesh lacks:
+    an Explicit mesh or under ``set_mesh`` (whose context mesh it would meet: the same "context
+    mesh" ValueError on jax 0.10.2) and not under a vmap with spmd_axis_name (a mesh axis pmap's mesh lacks:
     KeyError on 0.10.2, not generated). Eager, pmap refuses arguments sharded otherwise than
     its own split ("jax.pmap no longer silently reshards inputs", the migration guide): its
     arguments must be traced (under jit, a derivative or a vmap) or, at a program's call,
@@ -496,8 +502,8 @@ def pmap_refusal(ctx: Ctx, top: bool = False) -> str | None:
     """
     if ctx.manual or PMAP_BODY in ctx.rules:
         return "pmap inside a shard_map or pmap body"
-    if ctx.explicit or AUTO_BODY in ctx.rules:
-        return "pmap on an Explicit mesh (its context mesh is not pmap's)"
+    if CONTEXT_MESH in ctx.rules or AUTO_BODY in ctx.rules:
+        return "pmap under jax.set_mesh or on an Explicit mesh (its context mesh is not pmap's)"
     if ctx.reserved:
         return "pmap under a vmap with spmd_axis_name"
     if not (top or ctx.jit or ctx.axes or ctx.in_grad):
@@ -567,6 +573,36 @@ def infer_refusal(ctx: Ctx) -> str | None:
         return "in_specs inferred on a mesh whose axes are not Explicit"
     if NO_INFER_IN_SPECS in ctx.rules:
         return "this JAX release cannot infer a shard_map's in_specs (jax < 0.7.2)"
+    return None
+
+
+def smap_refusal(ctx: Ctx, t: dict) -> str | None:
+    """Why shard_map ``t`` in ``ctx`` may not be written as ``jax.smap`` (``smap``), or None.
+
+    ``jax.smap(f, in_axes, out_axes, axis_name)`` is a shard_map over the one mesh axis
+    ``axis_name`` of the context mesh (``mesh=None``), ``check_vma=True``, whose in_specs /
+    out_specs split at most one dim by that axis: in_axes / out_axes ``d`` is
+    ``P(*[None] * d + [axis_name])``, None is ``P()`` (jax/_src/shard_map.py ``smap`` and
+    ``_axes_to_pspec``, jax 0.7.0 to 0.10.2: release rule :data:`NO_SMAP` before). The
+    context mesh is there inside a shard_map body and, on an Explicit mesh, around every call
+    and on an Auto mesh with ``set_mesh`` (the worker runs calls under ``jax.set_mesh``:
+    :data:`CONTEXT_MESH`). ``negative_axes``: in_axes / out_axes
+    written as ``d - rank``, which smap's docstring allows ("Axis integers must be in the
+    range [-ndim, ndim)"); it needs ``smap``.
+    """
+    if not t.get("smap"):
+        return "negative_axes without smap"
+    if NO_SMAP in ctx.rules:
+        return "this JAX release has no jax.smap (jax < 0.7.0)"
+    if not (ctx.manual or CONTEXT_MESH in ctx.rules):
+        return "smap takes the context mesh: only in a shard_map body or where calls run under jax.set_mesh"
+    names = t.get("axis_names")
+    if not (isinstance(names, list) and len(names) == 1):
+        return "smap maps over exactly one mesh axis, named in axis_names"
+    if not t.get("check_vma"):
+        return "smap always checks vma (check_vma=True)"
+    if t.get("infer"):
+        return "smap with in_axes inferred is not generated"
     return None
 
 
@@ -726,6 +762,8 @@ def release_rules(caps: dict | None) -> frozenset:
       0.4.38, measured: AttributeError "'RewriteTrace' object has no attribute
       'process_shard_map'"; the renderer also passes no mesh to a nested one);
     - ``no_infer_in_specs``: no shard_map without in_specs (jax < 0.7.2: in_specs required);
+    - ``no_smap``: no shard_map written as ``jax.smap`` (``caps["smap"]`` false: jax < 0.7.0);
+    - ``no_set_mesh``: no Auto mesh with ``set_mesh`` (``caps["set_mesh"]`` false: jax < 0.7.1);
     - ``unreduced_needs_jit``: ``unreduced_psum`` only under jit (``eager_unreduced`` false:
       NotImplementedError "Eager shard_map with unreduced/reduced is not implemented", jax 0.9.2);
     - ``no_sharding_types``: an Explicit mesh's sharding types are not tracked (jax < 0.9.0;
@@ -763,6 +801,10 @@ def release_rules(caps: dict | None) -> frozenset:
         rules.add("no_explicit")
     if not caps.get("auto_axes"):
         rules.add("no_auto_axes")
+    if not caps.get("smap") or (version and version < (0, 7, 0)):
+        rules.add(NO_SMAP)
+    if not caps.get("set_mesh") or (version and version < (0, 7, 1)):
+        rules.add(NO_SET_MESH)
     if version and version < (0, 7, 2):
         rules.add(NO_INFER_IN_SPECS)
     if version and version < (0, 9, 0):
@@ -779,6 +821,11 @@ def root_ctx(program: dict, caps: dict | None = None) -> Ctx:
         rules |= {OPAQUE}
         _require(not any(i.get("spec") and any(i["spec"]) for i in program["inputs"]),
                  "an input split on an Explicit mesh (sharding types are tracked from jax 0.9.0 on)")
+    if m.get("set_mesh"):
+        _require(m["axis_type"] == "auto", "set_mesh on an Explicit mesh (its calls run under jax.set_mesh anyway)")
+        _require(NO_SET_MESH not in rules, "this JAX release has no jax.set_mesh (jax < 0.7.1)")
+    if m["axis_type"] == "explicit" or m.get("set_mesh"):
+        rules |= {CONTEXT_MESH}
     return Ctx(mesh=dict(zip(m["axis_names"], m["axis_sizes"])), explicit=m["axis_type"] == "explicit", rules=rules,
                top=True)
 

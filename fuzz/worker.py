@@ -128,6 +128,9 @@ def capabilities(jax) -> dict:
     sharding = jax.sharding
     caps["explicit"] = hasattr(sharding, "AxisType") and hasattr(sharding.AxisType, "Explicit") and hasattr(
         sharding, "reshard")
+    # jax.smap (jax >= 0.7.0) and jax.set_mesh (jax >= 0.7.1): fuzz.typecheck.smap_refusal, root_ctx
+    caps["smap"] = hasattr(jax, "smap")
+    caps["set_mesh"] = hasattr(jax, "set_mesh")
     # jax.sharding.auto_axes(f, out_sharding=...) (fuzz.render: the auto_axes transform)
     caps["auto_axes"] = bool(caps["explicit"] and hasattr(sharding, "auto_axes")
                              and "out_sharding" in inspect.signature(sharding.auto_axes).parameters)

@@ -36,7 +36,7 @@ DIMS = (1, 2, 4, 8, 16)
 # vmap does not batch (see unbatched_collective; not a report feature: judged on the typed program)
 OPTIONS = ("explicit_mesh", "spmd_axis_name", "vmap_axis_name", "partial_manual", "check_vma_off", "capture",
            "enable_checks", "unbatched_collective", "infer_in_specs", "donate_argnums", "jit_inline",
-           "pmap")
+           "pmap", "smap", "negative_axes", "set_mesh")
 # the mission's core grammar (strategies.swarm.swarm_programs draws some programs from it alone): jit, shard_map, vmap (spmd_axis_name, axis_name),
 # grad, io_callback and the collectives over elementwise, reduction and matmul ops, float32
 CORE = frozenset({"jit", "shard_map", "vmap", "grad", "call", "spmd_axis_name", "vmap_axis_name", "partial_manual",
@@ -60,11 +60,14 @@ JAC_MAX_RANK = 6
 
 
 @st.composite
-def meshes(draw, caps: dict = NEWEST_CAPS, n_devices: int | None = None):
+def meshes(draw, caps: dict = NEWEST_CAPS, n_devices: int | None = None, set_mesh: bool = True):
     """A mesh record: 1-4 axes named x, y, z, w, sizes in {1, 2, 4, 8} with product <= n_devices.
 
     ``n_devices`` defaults to the worker's (``caps["n_devices"]``), at most 8. Axis type
-    "explicit" only where ``caps["explicit"]``.
+    "explicit" only where ``caps["explicit"]``. An Auto mesh has ``set_mesh`` (its calls run
+    under ``jax.set_mesh(mesh)``, as an Explicit mesh's do: JAX's recommended way to give a
+    program its mesh, and the context mesh ``jax.smap`` and a shard_map without ``mesh``
+    take) one time in two where the release has it and ``set_mesh``.
     """
     n_devices = n_devices or min(8, caps.get("n_devices", 8))
     n = draw(st.integers(1, 4))
@@ -74,7 +77,11 @@ def meshes(draw, caps: dict = NEWEST_CAPS, n_devices: int | None = None):
         sizes.append(s)
         left //= s
     kind = draw(st.sampled_from(["auto", "auto", "auto", "explicit"])) if caps.get("explicit") else "auto"
-    return {"axis_names": list(AXIS_NAMES[:n]), "axis_sizes": sizes, "axis_type": kind}
+    m = {"axis_names": list(AXIS_NAMES[:n]), "axis_sizes": sizes, "axis_type": kind}
+    if (kind == "auto" and set_mesh and T.NO_SET_MESH not in T.release_rules(caps)
+            and draw(st.booleans())):
+        m["set_mesh"] = True
+    return m
 
 
 def spec_entries(dim: int, axes: list, sizes: dict, used=()) -> list:
@@ -298,6 +305,17 @@ class _Gen:
         # (resharded) arguments and the context mesh, JAX's other path (fuzz.typecheck.enter)
         if "infer_in_specs" not in self.disabled and T.infer_refusal(ctx) is None and draw(st.booleans()):
             t["infer"] = True
+        # over one axis, with a context mesh (a shard_map body, set_mesh, an Explicit mesh):
+        # written as jax.smap three times in four (fuzz.typecheck.smap_refusal: it is rarely
+        # allowed), with its in_axes / out_axes counted from the end in a third of those (one
+        # draw: a second boolean after the first came out True in 2 of 40 smaps drawn)
+        if "smap" not in self.disabled and len(manual) == 1:
+            as_smap = {**t, "axis_names": list(manual), "smap": True}
+            if T.smap_refusal(ctx, as_smap) is None:
+                forms = ["shard_map", "smap", "smap"] + ([] if "negative_axes" in self.disabled else ["negative"])
+                form = draw(st.sampled_from(forms))
+                if form != "shard_map":
+                    t = {**as_smap, "negative_axes": True} if form == "negative" else as_smap
         return t
 
     def jit_in(self, ctx: T.Ctx, args: list) -> dict:
@@ -981,7 +999,8 @@ def programs(draw, caps: dict = NEWEST_CAPS, max_depth: int = 4, max_eqns: int =
     allowed = sorted(n for n, op in O.REGISTRY.items() if n not in disabled and O.FAMILY_WEIGHTS.get(op.family, 0) > 0)
     chosen = set(draw(st.lists(st.sampled_from(allowed), max_size=3, unique=True))) if allowed else set()
     g.focus = tuple(op for op in O.REGISTRY.values() if op.name in chosen)
-    mesh = draw(meshes({**caps, "explicit": False} if "explicit_mesh" in disabled else caps))
+    mesh = draw(meshes({**caps, "explicit": False} if "explicit_mesh" in disabled else caps,
+                       set_mesh="set_mesh" not in disabled))
     sizes = dict(zip(mesh["axis_names"], mesh["axis_sizes"]))
     inputs = []
     # on an Explicit mesh an input's spec is its sharding type, tracked from jax 0.9.0 on

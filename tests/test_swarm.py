@@ -121,7 +121,7 @@ def test_a_disabled_option_is_never_drawn(option):
 
     assert count(frozenset({option}), 80) == 0
     # each count is its own derandomized sequence: a rarer option shows in a longer one
-    assert count(frozenset(), 80) or count(frozenset(), 320), f"{option} never drawn"
+    assert count(frozenset(), 80) or count(frozenset(), 320) or count(frozenset(), 1280), f"{option} never drawn"
 
 
 def test_core_programs_use_the_core_grammar_alone(monkeypatch):
