@@ -36,7 +36,7 @@ strictly decreases it, so a reduction terminates:
    ``axis_names`` / ``axis_name`` / ``spmd_axis_name`` / a checkpoint's ``policy`` /
    in_axes / out_axes; a loop's trip count ``n``;
    ``check_vma=False``; grad ``argnums``; ``value_and_grad``; input specs and nonzero
-   seeds; an Explicit mesh; ``checks``);
+   seeds; a transform's true options; an Explicit mesh; ``set_mesh``; ``checks``);
 4. ``names``: 0 when names are canonical (v1.., a1.., f0.., x0.., cb1..), else 1.
 
 **Passes** (:data:`PASSES`, cheapest first, repeated until a whole round accepts
@@ -61,7 +61,8 @@ addressed by a path of JSON keys from the program's root):
 8. ``params``: equation booleans to False, integers toward 0, lists lose an element;
    check_vma to True; axis_names, axis_name, spmd_axis_name, a checkpoint's policy,
    spec entries, in_axes / out_axes to null (or 0), a scan's carry entries to null; a
-   loop's trip count toward 0; input spec to null, seed to 0; mesh axis_type to auto;
+   loop's trip count toward 0; a transform's true options (inline, pmap, infer, smap,
+   negative_axes) off; input spec to null, seed to 0; mesh axis_type to auto, set_mesh off;
    the program's ``checks`` (jax_enable_checks) off.
 
 After the fixed point, names are made canonical (:func:`canonical`) if the predicate
@@ -208,7 +209,9 @@ def _chain_score(chain: list) -> int:
             s += 1 + len(t["axis_names"])
         s += (t.get("axis_name") is not None) + (t.get("spmd_axis_name") is not None)
         s += t.get("policy") is not None
-        s += (t.get("inline") is True) + (t.get("pmap") is True)  # (a jit inlined, a vmap run as jax.pmap)
+        # options that are off by default (a jit inlined, a vmap run as jax.pmap, a shard_map's
+        # in_specs inferred or written as jax.smap, its axes counted from the end)
+        s += sum(1 for k, v in t.items() if v is True and k != "check_vma")
         s += t.get("n") or 0  # a loop's trip count
         s += sum(_spec_score(x) for x in (t.get("in_specs") or []) + (t.get("out_specs") or []))
         s += sum(1 + a for a in (t.get("in_axes") or []) + (t.get("out_axes") or []) if a is not None)
@@ -228,7 +231,7 @@ def _value_score(v) -> int:
 def _size3(program: dict) -> tuple:
     m = program["mesh"]
     structure = len(program["calls"]) + len(program["functions"]) + len(program["inputs"]) + len(m["axis_names"])
-    params = int(m["axis_type"] != "auto") + int(bool(program.get("checks")))
+    params = int(m["axis_type"] != "auto") + int(bool(m.get("set_mesh"))) + int(bool(program.get("checks")))
     for c in program["calls"]:
         structure += len(c["args"]) + len(c["transforms"])
         params += _chain_score(c["transforms"])
@@ -1258,8 +1261,9 @@ def _pass_params(ix: _Index, call, start):
     """Simplify parameters one at a time: equation booleans to False, integers toward 0,
     lists lose an element; shard_map check_vma to True, axis_names to null, spec entries
     to null or one axis fewer, a jit's in_specs / out_specs (its shardings) to null; vmap axis_name / spmd_axis_name and checkpoint policy to
-    null, in_axes / out_axes to 0 or null; a loop's trip count toward 0; input spec to null (or an entry), seed
-    to 0; mesh axis_type to auto; the program's jax_enable_checks off (first)."""
+    null, in_axes / out_axes to 0 or null, a transform's other true options (inline, pmap, infer, smap,
+    negative_axes) to False; a loop's trip count toward 0; input spec to null (or an entry), seed
+    to 0; mesh axis_type to auto and set_mesh off; the program's jax_enable_checks off (first)."""
     makes = []
 
     def setter(path, key, value):
@@ -1291,8 +1295,8 @@ def _pass_params(ix: _Index, call, start):
             tp = cpath + (ti,)
             if t.get("check_vma") is False:
                 makes.append(setter(tp, "check_vma", True))
-            for key in ("inline", "pmap"):  # (a pmap without its option is the vmap of the same values)
-                if t.get(key) is True:
+            for key, v in t.items():  # options off (a pmap without its option is the vmap of the same values)
+                if v is True and key != "check_vma":
                     makes.append(setter(tp, key, False))
             # (a jit's in_specs / out_specs: its in_shardings / out_shardings, null for none; donate_argnums)
             nullable = ("in_specs", "out_specs", "donate_argnums") if t.get("kind") == "jit" else ()
@@ -1322,6 +1326,8 @@ def _pass_params(ix: _Index, call, start):
             makes.append(setter(("inputs", k), "seed", 0))
     if ix.p["mesh"]["axis_type"] != "auto":
         makes.append(setter(("mesh",), "axis_type", "auto"))
+    if ix.p["mesh"].get("set_mesh"):
+        makes.append(setter(("mesh",), "set_mesh", False))
     yield from _slots(makes)
 
 

@@ -467,3 +467,21 @@ def test_without_ops_of_a_known_bug_leaves_the_rest():
     assert v is not None and "all_gather" not in ops(v)
     assert [t["kind"] for t in v["functions"]["f0"]["eqns"][0]["transforms"]] == ["vmap", "shard_map"]
     assert R.without_ops(p, {"ppermute"}) is None and R.without_ops(p, {"call"}) is None
+
+
+def test_options_a_finding_does_not_need_are_switched_off():
+    """smap, negative_axes and set_mesh go when the predicate holds without them, stay when it needs them."""
+    from test_smap import top_program
+
+    def flags(p):
+        out = {k for c in p["calls"] for t in c["transforms"] for k, v in t.items() if v is True and k != "check_vma"}
+        return out | ({"set_mesh"} if p["mesh"].get("set_mesh") else set())
+
+    p = top_program(negative=True)
+    assert flags(p) == {"smap", "negative_axes", "set_mesh"}
+    r = reduce_program(p, Recorder(lambda c, k: "psum" in ops(c)), call=0)
+    assert r.reduced and flags(r.program) == set() and "psum" in ops(r.program)
+    needs = lambda c, k: "negative_axes" in flags(c)  # noqa: E731
+    r = reduce_program(top_program(negative=True), Recorder(needs), call=0)
+    assert flags(r.program) == {"smap", "negative_axes", "set_mesh"}  # smap needs a context mesh here
+    assert "jax.smap(" in render(r.program, NEWEST_CAPS)
