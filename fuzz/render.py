@@ -339,38 +339,35 @@ class _Renderer:
             # jax.pmap maps as vmap does, one device per index (its docstring: "Semantically it
             # is comparable to vmap"); its axis_name is positional-or-keyword, as vmap's
             return f"jax.{transform_name(t)}({f}, {', '.join(kw)})"
-        if k == "shard_map" and t.get("smap"):
-            expr = _smap_source(t, f)
-            if self.explicit:
-                self.helpers.add("reshard")
-                expr = (f"resharded({expr}, {_tuple_source(spec_source(s) for s in t['in_specs'])}"
-                        f"{', replicate=False' if typed else ''})")
-            return expr
         if k == "shard_map":
-            fn = "jax.shard_map" if self.caps["shard_map"] == "jax" else "shard_map"
-            # a nested shard_map takes its (partly manual) mesh from the context
-            kw = [] if nested or t.get("infer") else ["mesh=mesh"]
-            if not t.get("infer"):  # (else inferred from the arguments' shardings and the context mesh)
-                kw.append(f"in_specs={_tuple_source(spec_source(s) for s in t['in_specs'])}")
-            kw.append(f"out_specs={_tuple_source(spec_source(s) for s in t['out_specs'])}")
-            if not t["check_vma"]:
-                kw.append(f"{self.caps['check_kw']}=False")
-            names = t["axis_names"]
-            if names is not None and set(names) != set(self.p["mesh"]["axis_names"]):
-                if self.caps["partial_manual"] == "axis_names":
-                    kw.append("axis_names={" + ", ".join(repr(_id(a)) for a in names) + "}")
-                elif self.caps["partial_manual"] == "auto":
-                    auto = [a for a in self.p["mesh"]["axis_names"] if a not in names]
-                    kw.append("auto=frozenset({" + ", ".join(repr(_id(a)) for a in auto) + "})")
-                else:
-                    raise ValueError("this JAX release has no partial-manual shard_map")
-            expr = f"{fn}({f}, {', '.join(kw)})"
+            expr = _smap_source(t, f) if t.get("smap") else self.shard_map_source(t, f, nested)
             if self.explicit:
                 self.helpers.add("reshard")
                 expr = (f"resharded({expr}, {_tuple_source(spec_source(s) for s in t['in_specs'])}"
                         f"{', replicate=False' if typed else ''})")
             return expr
         raise ValueError(f"unknown transform {k!r}")
+
+    def shard_map_source(self, t: dict, f: str, nested: bool) -> str:
+        """``jax.shard_map`` (or the experimental one) of ``f`` for shard_map transform ``t``."""
+        fn = "jax.shard_map" if self.caps["shard_map"] == "jax" else "shard_map"
+        # a nested shard_map takes its (partly manual) mesh from the context
+        kw = [] if nested or t.get("infer") else ["mesh=mesh"]
+        if not t.get("infer"):  # (else inferred from the arguments' shardings and the context mesh)
+            kw.append(f"in_specs={_tuple_source(spec_source(s) for s in t['in_specs'])}")
+        kw.append(f"out_specs={_tuple_source(spec_source(s) for s in t['out_specs'])}")
+        if not t["check_vma"]:
+            kw.append(f"{self.caps['check_kw']}=False")
+        names = t["axis_names"]
+        if names is not None and set(names) != set(self.p["mesh"]["axis_names"]):
+            if self.caps["partial_manual"] == "axis_names":
+                kw.append("axis_names={" + ", ".join(repr(_id(a)) for a in names) + "}")
+            elif self.caps["partial_manual"] == "auto":
+                auto = [a for a in self.p["mesh"]["axis_names"] if a not in names]
+                kw.append("auto=frozenset({" + ", ".join(repr(_id(a)) for a in auto) + "})")
+            else:
+                raise ValueError("this JAX release has no partial-manual shard_map")
+        return f"{fn}({f}, {', '.join(kw)})"
 
     # -- functions ----------------------------------------------------------------
     def function(self, name: str, fn: dict, indent: str) -> list:
