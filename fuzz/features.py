@@ -8,15 +8,16 @@ from fuzz.typecheck import transform_name
 KIND_FEATURES = {"map": "lax_map"}
 
 
-def _walk_function(fn: dict, outer: set, out: set, depth: int) -> int:
-    """Collect features of a function body; returns the deepest transform nesting below it."""
+def _walk_function(fn: dict, outer: set, out: set, depth: int, mesh: tuple = (), manual: frozenset = frozenset()) -> int:
+    """Collect features of a function body (``manual``: the mesh axes manual there); returns the
+    deepest transform nesting below it."""
     defined = set(fn["params"])
     deepest = depth
     for e in fn["eqns"]:
         if any(a not in defined for a in e["args"]):
             out.add("capture")
         if e["op"] == "call":
-            deepest = max(deepest, _walk_chain(e["transforms"], e["fn"], outer | defined, out, depth))
+            deepest = max(deepest, _walk_chain(e["transforms"], e["fn"], outer | defined, out, depth, mesh, manual))
         else:
             out |= O.get(e["op"]).features(e)
         defined.update(e["outs"])
@@ -25,7 +26,8 @@ def _walk_function(fn: dict, outer: set, out: set, depth: int) -> int:
     return deepest
 
 
-def _walk_chain(transforms: list, fn: dict, outer: set, out: set, depth: int) -> int:
+def _walk_chain(transforms: list, fn: dict, outer: set, out: set, depth: int, mesh: tuple = (),
+                manual: frozenset = frozenset()) -> int:
     for t in transforms:
         name = transform_name(t)
         out.add(KIND_FEATURES.get(name, name))
@@ -48,15 +50,19 @@ def _walk_chain(transforms: list, fn: dict, outer: set, out: set, depth: int) ->
         if t["kind"] == "shard_map":
             if not t["check_vma"]:
                 out.add("check_vma_off")
-            if t["axis_names"] is not None:
+            # partial-manual: some mesh axis stays automatic inside (as fuzz.typecheck.enter types it;
+            # an smap names its one axis even when it is the last free one)
+            names = frozenset(t["axis_names"] if t["axis_names"] is not None else set(mesh) - manual)
+            if t["axis_names"] is not None and names | manual != set(mesh):
                 out.add("partial_manual")
+            manual = manual | names
             if t.get("infer"):
                 out.add("infer_in_specs")
             if t.get("smap"):
                 out.add("smap")
             if t.get("negative_axes"):
                 out.add("negative_axes")
-    return _walk_function(fn, outer, out, depth + len(transforms))
+    return _walk_function(fn, outer, out, depth + len(transforms), mesh, manual)
 
 
 def features(program: dict) -> tuple:
@@ -67,7 +73,7 @@ def features(program: dict) -> tuple:
     ``map`` and pmap for a vmap with ``pmap: true``: JAX's names), scan_carry (a scan whose carry is not empty), checkpoint_policy:<name> (a checkpoint's policy,
     ``jax.checkpoint_policies.<name>``), in_shardings / out_shardings / donate_argnums (a jit's), jit_inline (a jit with inline=True),
     spmd_axis_name, vmap_axis_name, check_vma_off,
-    partial_manual, infer_in_specs (a shard_map without in_specs and mesh), smap (a shard_map
+    partial_manual (a shard_map that leaves a mesh axis automatic), infer_in_specs (a shard_map without in_specs and mesh), smap (a shard_map
     written as ``jax.smap``), negative_axes (its in_axes / out_axes counted from the end), capture (a function reads a variable of an enclosing
     scope), multi_call, explicit_mesh, set_mesh (an Auto mesh whose calls run under ``jax.set_mesh``), enable_checks (the program runs with ``jax_enable_checks``), and what each op
     of the registry names (:meth:`fuzz.ops.base.Op.features`: each collective, wsum,
@@ -79,7 +85,7 @@ def features(program: dict) -> tuple:
     depth = 0
     for call in program["calls"]:
         fn = program["functions"][call["function"]]
-        depth = max(depth, _walk_chain(call["transforms"], fn, set(), out, 0))
+        depth = max(depth, _walk_chain(call["transforms"], fn, set(), out, 0, tuple(program["mesh"]["axis_names"])))
     if len(program["calls"]) > 1:
         out.add("multi_call")
     if program["mesh"]["axis_type"] == "explicit":

@@ -129,3 +129,12 @@ def test_the_generator_draws_smap_with_and_without_negative_axes():
     assert any("negative_axes" in f for f in drawn)
     for p in progs:
         T.check_program(p)
+
+
+def test_an_smap_over_the_last_free_axis_is_not_partial_manual():
+    """An smap names its axis; it is partial-manual only when a mesh axis stays automatic."""
+    nested = features(nested_program())[0]  # x, then y inside: every axis manual
+    assert "smap" in nested and "partial_manual" in nested  # (the outer shard_map over x alone is)
+    p = explicit_program()  # one axis, named
+    assert "partial_manual" not in features(p)[0]
+    assert "partial_manual" in features(top_program())[0]  # y alone of (x, y)
