@@ -30,7 +30,7 @@ import re
 import numpy as np
 
 from fuzz import ops as O
-from fuzz.typecheck import (CHECKPOINT_POLICIES, JACOBIANS, LOOP_MAX, LOOPS, ProgramError, check_identifier,
+from fuzz.typecheck import (CHECKPOINT_POLICIES, CONTEXT_MESH, JACOBIANS, LOOP_MAX, LOOPS, ProgramError, check_identifier,
                              check_program, root_ctx, shard_map_typed, transform_name)
 
 NEWEST_CAPS = {"shard_map": "jax", "check_kw": "check_vma", "partial_manual": "axis_names", "explicit": True,
@@ -258,8 +258,8 @@ class _Renderer:
         self.caps = caps
         self.n_fn = 0
         self.explicit = program["mesh"]["axis_type"] == "explicit"
-        # calls run under jax.set_mesh(mesh): an Explicit mesh, or an Auto one with set_mesh
-        self.context_mesh = self.explicit or bool(program["mesh"].get("set_mesh"))
+        # calls run under jax.set_mesh(mesh) (fuzz.typecheck.root_ctx: an Explicit mesh, or set_mesh)
+        self.context_mesh = CONTEXT_MESH in root_ctx(program).rules
         self.helpers: set = set()
 
     # -- transforms ---------------------------------------------------------------
