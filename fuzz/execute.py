@@ -16,6 +16,13 @@ a thread that lives as long as they should.
 (The prctl call is made by the worker, not in a ``preexec_fn`` here: a ``preexec_fn``
 runs Python between fork and exec in a process where JAX's threads run, which JAX
 warns may deadlock.)
+
+A worker's resident memory is watched while it runs a program (every
+``MEMORY_POLL`` seconds, from ``/proc/PID/status``): past its limit (default a third of
+the machine's memory, at least 2 GiB; ``SHARDFUZZ_WORKER_MEMORY`` in GiB sets it) the
+worker is killed as a hung one is, and the outcome is ``"memory"``. A cap, not
+RLIMIT_AS: XLA reserves far more address space than it touches (a worker of 0.5 GiB
+resident maps tens of GiB), so an address-space limit breaks programs that fit.
 """
 from __future__ import annotations
 
@@ -41,6 +48,8 @@ STACK_SIGNAL = signal.SIGUSR1  # fuzz/worker.py dumps its threads' stacks on it 
 STACK_WAIT = 3.0  # seconds a hung worker gets to write its stacks before it is killed
 PARENT_ENV = "SHARDFUZZ_PARENT_PID"  # read by fuzz/worker.py (guard_parent)
 GUARD_ENV = "SHARDFUZZ_PARENT_GUARD"  # "both" (default), "signal" or "watchdog": tests check each alone
+MEMORY_ENV = "SHARDFUZZ_WORKER_MEMORY"  # a worker's resident memory limit in GiB (see default_memory_limit)
+MEMORY_POLL = 0.2  # seconds between two reads of a running worker's resident memory
 
 
 class WorkerError(RuntimeError):
@@ -64,6 +73,40 @@ def signal_name(returncode: int | None) -> str:
     return f"exit {returncode}"
 
 
+def machine_memory() -> int:
+    """The machine's memory in bytes (``MemTotal`` of /proc/meminfo; 0 if unknown)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def default_memory_limit() -> int:
+    """A worker's resident memory limit in bytes: ``SHARDFUZZ_WORKER_MEMORY`` GiB if set, else a
+    third of the machine's memory, at least 2 GiB (8 GiB where it is unknown). A campaign of
+    two jobs runs up to four workers (each job's own and its lowering worker), so one runaway
+    program leaves the others room. A program of shardfuzz's small arrays needs well under
+    1 GiB (workers are restarted past 6 GiB, fuzz.runner.RECYCLE_BYTES, to stop slow growth).
+    Raises WorkerError for a setting that is not a positive number.
+    """
+    text = os.environ.get(MEMORY_ENV, "").strip()
+    if text:
+        try:
+            gib = float(text)
+        except ValueError:
+            gib = -1.0
+        if not 0 < gib < float("inf"):  # (NaN fails too)
+            raise WorkerError(f"{MEMORY_ENV}={text!r} is not a positive number of GiB; "
+                              f"set it to e.g. 8, or unset it for a third of the machine's memory")
+        return int(gib * (1 << 30))
+    total = machine_memory()
+    return max(2 << 30, total // 3) if total else 8 << 30
+
+
 class Worker:
     """One persistent worker process.
 
@@ -71,11 +114,14 @@ class Worker:
     devices JAX fakes; ``hash_seed``: PYTHONHASHSEED of the process (None: random).
     ``death_signal`` and ``watchdog``: the two ways the worker dies with this process
     (see the module docstring); both on by default, switched off only by the tests
-    that check each alone. Raises WorkerError when it does not start.
+    that check each alone. ``memory_limit``: bytes of resident memory a program may take
+    it to (None: :func:`default_memory_limit`). Raises WorkerError when it does not start,
+    or for a bad ``SHARDFUZZ_WORKER_MEMORY``.
     """
 
     def __init__(self, python: str | None = None, n_devices: int = 8, hash_seed: int | None = None,
-                 death_signal: bool = True, watchdog: bool = True):
+                 death_signal: bool = True, watchdog: bool = True, memory_limit: int | None = None):
+        self.memory_limit = memory_limit or default_memory_limit()
         self.python = python or sys.executable
         self.n_devices = n_devices
         self.hash_seed = hash_seed
@@ -150,11 +196,12 @@ class Worker:
         """Run one rendered program. Returns an outcome dict:
 
         ``status``: "ok" (``calls`` as in fuzz/worker.py, arrays decoded), "crash"
-        (``signal``, ``returncode``, ``stderr``) or "hang" (killed after ``timeout``
-        seconds); ``wall``: seconds. ``lower``: False, True (execute, then lower every
+        (``signal``, ``returncode``, ``stderr``), "hang" (killed after ``timeout``
+        seconds; ``stacks``: its threads' stacks) or "memory" (killed when its resident
+        memory passed ``limit`` bytes: ``rss``, ``limit``, ``stacks``); ``wall``: seconds. ``lower``: False, True (execute, then lower every
         call), "after" (execute, then lower every call twice: before and after
         ``jax.clear_caches()``) or "only" (lower every call twice so, execute nothing).
-        After a crash or hang the worker is restarted.
+        After a crash, hang or memory breach the worker is restarted.
         """
         self.submit(source, lower)
         return self.collect(timeout)
@@ -174,13 +221,28 @@ class Worker:
 
     def collect(self, timeout: float) -> dict:
         """The outcome of the program last submitted (see :meth:`run`)."""
-        reply = None
+        reply, rss = None, 0
         if self._sent:
             deadline = self._start_time + timeout
-            reply = self._next(max(0.0, deadline - time.perf_counter()))
-            while isinstance(reply, dict) and reply.get("id") != self._req_id:  # a stale reply: skip it
-                reply = self._next(max(0.0, deadline - time.perf_counter()))
+            reply = "timeout"
+            while True:
+                left = deadline - time.perf_counter()
+                reply = self._next(max(0.0, min(left, MEMORY_POLL)))
+                if isinstance(reply, dict) and reply.get("id") != self._req_id:
+                    continue  # a stale reply: skip it
+                if reply != "timeout" or left <= MEMORY_POLL:
+                    break
+                rss = self.rss_bytes()
+                if rss > self.memory_limit:
+                    reply = "memory"
+                    break
         wall = time.perf_counter() - self._start_time
+        if reply == "memory":
+            tail = self.stderr_tail(self._mark)
+            stacks = self.dump_stacks(stop_above=self.memory_limit + self.memory_limit // 4)
+            self.restart()
+            return {"status": "memory", "wall": wall, "rss": rss, "limit": self.memory_limit, "stderr": tail,
+                    "stacks": stacks}
         if reply == "timeout":
             tail = self.stderr_tail(self._mark)
             stacks = self.dump_stacks()
@@ -201,12 +263,14 @@ class Worker:
         reply["wall"] = wall
         return reply
 
-    def dump_stacks(self, wait: float = STACK_WAIT) -> str:
+    def dump_stacks(self, wait: float = STACK_WAIT, stop_above: int | None = None) -> str:
         """Every thread's Python stack, innermost frame first, of a worker that does not answer
         (faulthandler's text: "Thread 0x... (most recent call first):" then one 'File "...",
         line N in f' per frame): fuzz/worker.py writes it to stderr on STACK_SIGNAL, even from
         a thread stuck in native code. Waits up to ``wait`` seconds for it; '' if none came
-        (a worker that died, or one stuck where no signal handler runs).
+        (a worker that died, or one stuck where no signal handler runs). ``stop_above``: stop
+        waiting once the worker's resident memory passes this many bytes (a worker that
+        grows while it writes).
         """
         start = self.stderr_tail_end()
         try:
@@ -217,6 +281,8 @@ class Worker:
         seen = ""
         while time.monotonic() < deadline:
             time.sleep(0.1)
+            if stop_above is not None and self.rss_bytes() > stop_above:
+                break
             text = self.stderr_tail(start, limit=1 << 16)
             if "most recent call first" in text and text == seen:  # (written, and nothing more for 0.1 s)
                 return text

@@ -512,6 +512,9 @@ def judge_run(case: Case, run: Run) -> str:
         message = message or f"raised in {internal_error.raise_site(err['traceback']) or 'an unknown place'}"
         sig = internal_error.signature(err["type"], message, err["traceback"])
         return "" if sig == case.signature else f"repro.py raised {sig[:200]!r}, not the recorded {case.signature[:200]!r}"
+    if case.oracle == "crash" and case.kind == "memory":  # (the repro's watch_memory thread, fuzz.render)
+        ok = run.returncode == 1 and "Memory: resident" in run.stderr
+        return "" if ok else f"repro.py {what}, its memory stayed under the recorded limit"
     if case.oracle == "crash":
         if run.returncode >= 0:
             return f"repro.py {what}, it did not die of a signal"
@@ -609,6 +612,8 @@ def title(case: Case) -> str:
     first = _line(case.message, 90)
     if case.oracle == "internal-error":
         return f"{where} raises {case.kind.removeprefix('builtins.')} on a valid program: {first}"
+    if case.oracle == "crash" and case.kind == "memory":
+        return f"{where} takes gigabytes of memory: {first}"
     if case.oracle == "crash":
         return f"Process dies ({case.kind}) running {where}: {first}"
     if case.oracle == "hang":
@@ -665,6 +670,9 @@ def _expected_text(case: Case, run: Run) -> str:
              "accept it, and each API is used as its documentation says:\n\n" + listing)
     if case.oracle == "internal-error":
         return f"**Expected:** the call runs without error. {valid}"
+    if case.oracle == "crash" and case.kind == "memory":
+        return ("**Expected:** the program runs in a small part of that memory: its arrays have a few dozen "
+                f"elements. {valid}")
     if case.oracle in ("crash", "hang"):
         what = "dies" if case.oracle == "crash" else "hangs"
         return (f"**Expected:** the process never {what}: at worst JAX raises a Python exception. {valid}")

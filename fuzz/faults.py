@@ -1,7 +1,7 @@
 """Fault injection through the real path: make a rendered program kill or hang its worker.
 
 Used by ``tests/test_faults.py``, ``tests/test_lifetime.py``, ``benchmarks/faults.py``
-and ``benchmarks/kills.py`` to show that a campaign survives aborts, segfaults and hangs
+and ``benchmarks/kills.py`` to show that a campaign survives aborts, segfaults, hangs and runaway memory
 inside JAX, records each that reproduces (and only those), and leaves no process behind.
 
 A fault goes either into every io_callback host function (:func:`inject`: it fires
@@ -21,6 +21,9 @@ FAULTS = {
     "abort": "os.abort()",
     "segfault": "import ctypes; ctypes.string_at(0)",
     "hang": "import time; time.sleep(10 ** 6)",
+    # 64 MiB more resident memory every 0.05 s up to 4 GiB, then a hang: past a worker's
+    # memory limit (fuzz.execute) long before the end, and never the machine's memory
+    "memory": "import time; _held = [(b'm' * (1 << 26), time.sleep(0.05)) for _ in range(64)]; time.sleep(10 ** 6)",
 }
 _HOST = "    def host(x):\n"
 

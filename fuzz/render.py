@@ -566,7 +566,8 @@ BUG_MARK = "BUG:"  # a repro that checks by itself (no assert) prints a line sta
 # Names a repro defines at module level or that its helpers read as globals; a program
 # identifier equal to one is refused (ProgramError) rather than shadowing it.
 REPRO_NAMES = frozenset({
-    "sys", "subprocess", "difflib", "re", "tempfile", "faulthandler", "base64", "seeded", "run_earlier", "record",
+    "sys", "subprocess", "difflib", "re", "tempfile", "faulthandler", "base64", "threading", "time", "watch_memory",
+    "seeded", "run_earlier", "record",
     "received", "check_outputs", "check_callbacks", "canonical", "lowering", "lowering_in", "out", "first",
     "again", "diff", "expected", "f", "mesh"})
 _HISTORY = "earlier_program_{}"  # name of the function that runs history program i (crash repros)
@@ -761,7 +762,8 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
     XLA_FLAGS says), runs the calls up to the finding's (earlier ones in ``run_earlier``:
     an error there is printed and the script goes on) and exits with status 0 when JAX
     behaves and non-zero while the bug shows: internal-error: the call raises (traceback,
-    exit 1); crash: the process dies; hang: faulthandler ends it after the recorded time
+    exit 1); crash: the process dies (of kind ``memory``: a thread ends it, exit 1, once its
+    resident memory passes the recorded limit); hang: faulthandler ends it after the recorded time
     limit (exit 1); differential / callbacks / metamorphic: an AssertionError comparing
     with the embedded expected values (tolerance of oracles/common.py ``close``);
     determinism: exit 1 after printing a line starting with :data:`BUG_MARK` and a
@@ -856,6 +858,13 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
         seconds = int(limit.group(1)) if limit else 60
         first_lines.insert(0, f"faulthandler.dump_traceback_later({seconds}, exit=True)  # the fuzzer gave up "
                               f"after {seconds} s")
+    memory = oracle == "crash" and finding.get("kind") == "memory"
+    if memory:
+        limit = re.search(r"passed ([\d.]+) GiB", str(finding.get("message", "")))
+        gib = float(limit.group(1)) if limit else 8.0
+        first_lines.insert(0, f"watch_memory({gib})  # the fuzzer's worker was killed once its resident memory "
+                              f"passed {gib} GiB")
+        helpers.add("watch_memory")
     if oracle in ("crash", "hang"):
         if lower_after:
             lowerings = [f"run_earlier({_call_label(j, c) + ' (lowered)'!r}, {rr.lower_expr(c)}, {args})"
@@ -961,6 +970,20 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
                        '        print(f"{label} raised as expected, going on: {type(e).__name__}: '
                        '{str(e).strip()[:200]}")',
                        "    else:", '        print(f"{label} ran")']
+    if "watch_memory" in helpers:
+        helper_src += ["", "",
+                       "def watch_memory(gib):  # end this process (exit 1) once its resident memory passes gib GiB "
+                       "(Linux: /proc)",
+                       "    def watch():",
+                       "        while True:",
+                       '            with open("/proc/self/status") as status:',
+                       '                kib = next(int(ln.split()[1]) for ln in status if ln.startswith("VmRSS:"))',
+                       "            if kib > gib * 2 ** 20:",
+                       '                sys.stderr.write(f"Memory: resident {kib / 2 ** 20:.1f} GiB, past {gib} GiB\\n")',
+                       "                faulthandler.dump_traceback()",
+                       "                os._exit(1)",
+                       "            time.sleep(0.2)",
+                       "    threading.Thread(target=watch, daemon=True).start()"]
     if "check_outputs" in helpers:
         helper_src += ["", "",
                        f"def check_outputs(out, expected, rtol={tol}):  # shardfuzz's tolerance: "
@@ -1021,7 +1044,8 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
             f"# {_printable(finding.get('message', ''), 110)}",
             "# `python repro.py` needs only jax and numpy; exit status 0 when JAX behaves, non-zero while the bug shows.",
             "import os",
-            *(f"import {m}" for m in ("base64", "difflib", "faulthandler", "re", "subprocess", "sys", "tempfile")
+            *(f"import {m}" for m in ("base64", "difflib", "faulthandler", "re", "subprocess", "sys", "tempfile",
+                                      "threading", "time")
               if re.search(rf"\b{m}\.", all_text)),
             "",
             "# 8 host CPU devices, whatever XLA_FLAGS / JAX_PLATFORMS say (set before JAX is imported)",

@@ -58,7 +58,7 @@ class Stats:
     features: Counter = field(default_factory=Counter)
     depths: Counter = field(default_factory=Counter)
     unconfirmed_total: int = 0  # crashes and hangs that did not happen again in a fresh worker
-    # the last UNCONFIRMED_KEPT of those: {"worker": "execute" | "lowering", "status": "crash" | "hang",
+    # the last UNCONFIRMED_KEPT of those: {"worker": "execute" | "lowering", "status": "crash" | "hang" | "memory",
     # "signal": str, "seconds": wall time of the run, "stderr": its stderr tail}
     unconfirmed: deque = field(default_factory=lambda: deque(maxlen=UNCONFIRMED_KEPT))
 
@@ -214,7 +214,8 @@ class Runner:
     def _unconfirmed(self, worker: str, outcome: dict) -> None:
         self.stats.unconfirmed_total += 1
         self.stats.unconfirmed.append({"worker": worker, "status": outcome["status"],
-                                       "signal": outcome.get("signal", "timeout"),
+                                       "signal": outcome.get("signal", "timeout" if outcome["status"] == "hang"
+                                                             else outcome["status"]),
                                        "seconds": round(outcome.get("wall", 0.0), 1),
                                        "stderr": outcome.get("stderr", "")[-1500:]})
 

@@ -1,4 +1,4 @@
-"""Crash and hang oracle: the worker process died or exceeded its time limit.
+"""Crash and hang oracle: the worker process died, or exceeded its time or memory limit.
 
 The kind is the signal (SIGABRT, SIGSEGV, ...) or exit code; the message is the first
 ``Check failed`` / ``F0000`` (absl fatal log) / ``Fatal Python error`` line of stderr,
@@ -6,6 +6,10 @@ so that the signature survives addresses, line numbers and device ids. A hang's 
 and signature name where it hangs: the innermost JAX frame of the thread that runs the
 program, from the stacks the worker dumps before it is killed (fuzz.execute.Worker.dump_stacks);
 without them every hang had one signature, so a known hang made every other one known.
+A worker killed past its resident memory limit (fuzz.execute, ``"memory"``) is a crash
+of kind ``memory``, named where it grew as a hang is: a program of a few small arrays
+that takes gigabytes is what the OOM killer would end, and on a machine it shares it
+may end something else first.
 """
 from __future__ import annotations
 
@@ -49,9 +53,20 @@ def hang_site(stacks: str) -> str:
 
 
 def judge(program: dict, outcome: dict) -> list:
-    """One finding: ``crash`` with the signal and fatal line, or ``hang`` with the time limit
+    """One finding: ``crash`` with the signal and fatal line, ``hang`` with the time limit
     and where it hangs (signature ``hang: timeout: in jax._src.module:function``, or ``hang:
-    timeout`` when the worker gave no stack)."""
+    timeout`` when the worker gave no stack), or ``crash`` of kind ``memory`` with the limit
+    and where the worker was when it passed it (``crash: memory: in jax._src.module:function``)."""
+    if outcome["status"] == "memory":
+        stacks = outcome.get("stacks", "")
+        site = hang_site(stacks)
+        message = (f"resident memory passed {outcome['limit'] / (1 << 30):.1f} GiB"
+                   + (f" in {site}" if site else ""))
+        details = outcome.get("stderr", "")[-3000:]
+        if site:
+            details += "\nthe running thread's stack, innermost frame first:\n" + hung_thread(stacks)[:6000]
+        return [Finding("crash", "memory", message, None, details,
+                        signature=f"crash: memory: in {site}" if site else "crash: memory")]
     if outcome["status"] == "hang":
         stacks = outcome.get("stacks", "")
         site = hang_site(stacks)

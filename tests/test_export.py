@@ -264,3 +264,23 @@ def test_the_other_partitioner_clears_a_shardy_bug_only(tmp_path):
     conv = (tmp_path / "conv" / "repro.py").read_text()
     assert other_partitioner(conv, sys.executable, 120, True) == ("Shardy", "GSPMD", True)
     assert other_partitioner(conv, sys.executable, 120, None) is None  # (a release without the flag)
+
+
+def test_a_memory_finding_repro_ends_once_its_memory_passes_the_recorded_limit(found, tmp_path):
+    """The repro of a crash of kind memory (fuzz.render's watch_memory): it exits 1 with its
+    "Memory:" line once the process passes the recorded GiB, and export's judge takes only that."""
+    import sys
+
+    from fuzz.export import Case, judge_run, run_repro
+    from fuzz.render import render_repro
+
+    p, _, caps = found["fold"]
+    for gib, shows in ((0.05, True), (64.0, False)):  # (importing JAX alone takes more than 0.05 GiB)
+        finding = {"oracle": "crash", "kind": "memory", "message": f"resident memory passed {gib} GiB in x:y",
+                   "call": None}
+        source = render_repro(p, caps, finding)
+        assert f"watch_memory({gib})" in source
+        run = run_repro(source, sys.executable, timeout=120)
+        case = Case("m", "crash", "memory", finding["message"], "crash: memory: in x:y", None, p, [], "0.10.2")
+        assert (run.returncode == 1 and "Memory: resident" in run.stderr) == shows, (run.returncode, run.stderr[-500:])
+        assert (judge_run(case, run) == "") == shows

@@ -155,3 +155,44 @@ def test_a_hang_site_is_the_innermost_jax_frame_of_the_thread_that_runs_the_prog
     assert f.message == "no answer within 75 s in jax._src.interpreters.mlir:lower_jaxpr_to_module"
     (g,) = judge({}, {"status": "hang", "timeout": 75.0, "stderr": ""})  # a worker that gave no stack
     assert g.signature == "hang: timeout"
+
+
+def test_a_worker_past_its_memory_limit_is_killed_and_recorded(monkeypatch):
+    """A host function that takes 64 MiB more every 0.05 s (fuzz.faults "memory") in a worker limited
+    to 1.5 GiB: killed at the limit (not at 4 GiB, nor by the time limit), one confirmed crash finding
+    of kind memory named where it grew, and the next program runs in a fresh worker."""
+    import os
+
+    from fuzz.execute import default_memory_limit
+    from fuzz.faults import inject
+
+    monkeypatch.setenv("SHARDFUZZ_WORKER_MEMORY", "1.5")
+    assert default_memory_limit() == 3 << 29
+    others = worker_processes(parent=os.getpid())
+    c = Campaign(seconds=3600, determinism=False, timeout=60, source_hook=lambda s: inject(s, "memory"))
+    c.start = time.monotonic()
+    try:
+        t0 = time.monotonic()
+        (found,) = c.run_program(callback_program())
+        assert time.monotonic() - t0 < 50  # (a hang would take the 60-s limit twice)
+        assert (found.oracle, found.kind) == ("crash", "memory"), (found.oracle, found.kind, found.message)
+        assert found.message.startswith("resident memory passed 1.5 GiB in jax._src.callback:"), found.message
+        assert found.signature.startswith("crash: memory: in jax._src.callback:"), found.signature
+        assert "reproduced alone" in found.details
+        assert 0 < c.runner.worker.rss_bytes() < 3 << 29  # a fresh worker
+        c.runner.source_hook = lambda s: s
+        assert c.run_program(callback_program()) == []
+        assert worker_processes(parent=os.getpid()) - others == {c.runner.worker.proc.pid}
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "lots", "nan", "inf"])
+def test_a_bad_worker_memory_setting_is_a_one_line_error(monkeypatch, value):
+    from fuzz.execute import WorkerError, default_memory_limit
+
+    monkeypatch.setenv("SHARDFUZZ_WORKER_MEMORY", value)
+    with pytest.raises(WorkerError, match=r"^SHARDFUZZ_WORKER_MEMORY=.* is not a positive number of GiB; set it"):
+        default_memory_limit()
+    monkeypatch.delenv("SHARDFUZZ_WORKER_MEMORY")
+    assert default_memory_limit() >= 2 << 30
