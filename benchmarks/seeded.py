@@ -242,14 +242,17 @@ def _eqn_exposures(e: dict, ctx, args: list, stack: list, used: bool) -> set:
     names = (e.get("axes") or []) if op in _COLLECTIVES else []
     sizes = {n: ctx.axis(n).size for n in names}
     varies = bool(names) and names[0] in args[0].vma  # the operand differs along the (first) axis
-    if op == "ppermute":
+    if op == "ppermute":  # (over one axis or several: the linear index over them, first name major)
         n = names[0]
+        size = math.prod(sizes.values())
+        varies = bool(args[0].vma & set(names))
+        kinds = {_axis_kind(ctx, m) for m in names}
         if _not_involution(e):
-            if _axis_kind(ctx, n) == "vmap" and varies and len(e["perm"]) == sizes[n]:  # (JAX's batcher asserts a full one)
+            if kinds == {"vmap"} and len(names) == 1 and varies and len(e["perm"]) == size:  # (JAX's batcher asserts a full one)
                 out.add("ppermute_batch_inverse")
-            elif _axis_kind(ctx, n) == "mesh" and varies and math.prod(ctx.mesh.values()) // sizes[n] > 1:
+            elif kinds == {"mesh"} and varies and math.prod(ctx.mesh.values()) // size > 1:
                 out.add("ppermute_lowering_multigroup")
-            if _transposed(stack, ctx, n):
+            if any(_transposed(stack, ctx, m) for m in names):
                 out.add("ppermute_transpose_forward")
     elif op == "all_gather":
         n = names[0]
