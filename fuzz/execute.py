@@ -130,6 +130,7 @@ class Worker:
         self.proc = None
         self.caps: dict = {}
         self.programs_run = 0
+        self._breach = None  # (rss, stacks) of a program stopped past the memory limit (check_memory)
         self._start()
 
     def _start(self) -> None:
@@ -219,9 +220,21 @@ class Worker:
         except (BrokenPipeError, OSError):
             self._sent = False
 
-    def collect(self, timeout: float) -> dict:
-        """The outcome of the program last submitted (see :meth:`run`)."""
+    def collect(self, timeout: float, watch: tuple = ()) -> dict:
+        """The outcome of the program last submitted (see :meth:`run`).
+
+        ``watch``: other workers running a program meanwhile (a lowering worker), whose
+        resident memory is checked too while this one is waited for: one past its limit is
+        stopped at once, and its own :meth:`collect` then returns its "memory" outcome.
+        """
         reply, rss = None, 0
+        if self._breach is not None:  # stopped past its limit while another worker was waited for
+            rss, stacks, self._breach = *self._breach, None
+            wall = time.perf_counter() - self._start_time
+            tail = self.stderr_tail(self._mark)
+            self.restart()
+            return {"status": "memory", "wall": wall, "rss": rss, "limit": self.memory_limit, "stderr": tail,
+                    "stacks": stacks}
         if self._sent:
             deadline = self._start_time + timeout
             reply = "timeout"
@@ -236,6 +249,8 @@ class Worker:
                 if rss > self.memory_limit:
                     reply = "memory"
                     break
+                for w in watch:
+                    w.check_memory()
         wall = time.perf_counter() - self._start_time
         if reply == "memory":
             tail = self.stderr_tail(self._mark)
@@ -262,6 +277,20 @@ class Worker:
         reply["status"] = "ok"
         reply["wall"] = wall
         return reply
+
+    def check_memory(self) -> None:
+        """Stop this worker (stacks dumped, process group killed) if its resident memory is past
+        its limit; its next :meth:`collect` returns the "memory" outcome."""
+        if self.proc is None or self._breach is not None:
+            return
+        rss = self.rss_bytes()
+        if rss > self.memory_limit:
+            stacks = self.dump_stacks(stop_above=self.memory_limit + self.memory_limit // 4)
+            self._breach = (rss, stacks)
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def dump_stacks(self, wait: float = STACK_WAIT, stop_above: int | None = None) -> str:
         """Every thread's Python stack, innermost frame first, of a worker that does not answer

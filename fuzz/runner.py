@@ -137,7 +137,7 @@ class Runner:
         t_ref = time.perf_counter()
         reference, reference_error = self._reference(program)
         t0 += time.perf_counter() - t_ref  # (worker_seconds: the time spent waiting for the workers)
-        outcome = self.worker.collect(timeout)
+        outcome = self.worker.collect(timeout, watch=(self.lowerer,) if self.lowerer is not None else ())
         other = self.lowerer.collect(timeout) if self.lowerer is not None else None
         history = [src for src, _ in self.history]
         earlier_programs = [p for _, p in self.history]

@@ -196,3 +196,31 @@ def test_a_bad_worker_memory_setting_is_a_one_line_error(monkeypatch, value):
         default_memory_limit()
     monkeypatch.delenv("SHARDFUZZ_WORKER_MEMORY")
     assert default_memory_limit() >= 2 << 30
+
+
+def test_a_lowering_worker_past_its_limit_is_stopped_while_the_other_is_waited_for():
+    """Worker.collect(watch=...) checks the lowering worker's memory while it waits for the main
+    one: the runaway lowering worker is stopped long before the main program ends, and its own
+    collect then gives the "memory" outcome."""
+    from fuzz.execute import Worker
+    from fuzz.faults import inject_module
+    from fuzz.render import render
+
+    p = callback_program()
+    main = Worker(hash_seed=0)
+    lowering = Worker(hash_seed=1, memory_limit=3 << 29)
+    try:
+        source = render(p, main.caps)
+        t0 = time.monotonic()
+        lowering.submit(inject_module(source, "memory"), "only")
+        main.submit(source + "\nimport time\ntime.sleep(6)\n")
+        assert main.collect(60, watch=(lowering,))["status"] == "ok"
+        waited = time.monotonic() - t0
+        assert lowering._breach is not None and lowering.proc.poll() is not None  # stopped while main ran
+        out = lowering.collect(60)
+        assert out["status"] == "memory" and out["rss"] > 3 << 29, out.get("status")
+        assert out["wall"] < waited + 1
+        assert lowering.run(source, 60, lower="only")["status"] == "ok"  # a fresh lowering worker
+    finally:
+        main.kill()
+        lowering.kill()
