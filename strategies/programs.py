@@ -33,10 +33,11 @@ DIMS = (1, 2, 4, 8, 16)
 # fuzz.features names them: an Explicit mesh, a vmap's spmd_axis_name and axis_name, a
 # partial-manual shard_map, check_vma=False, a function reading an enclosing scope's variable,
 # a program run with jax_enable_checks, and a collective over a vmap axis of an operand that
-# vmap does not batch (see unbatched_collective; not a report feature: judged on the typed program)
+# vmap does not batch (see unbatched_collective; not a report feature: judged on the typed program),
+# ..., and a ppermute over two axes
 OPTIONS = ("explicit_mesh", "spmd_axis_name", "vmap_axis_name", "partial_manual", "check_vma_off", "capture",
            "enable_checks", "unbatched_collective", "infer_in_specs", "donate_argnums", "jit_inline",
-           "pmap", "smap", "negative_axes", "set_mesh")
+           "pmap", "smap", "negative_axes", "set_mesh", "ppermute_multi_axis")
 # the mission's core grammar (strategies.swarm.swarm_programs draws some programs from it alone): jit, shard_map, vmap (spmd_axis_name, axis_name),
 # grad, io_callback and the collectives over elementwise, reduction and matmul ops, float32
 CORE = frozenset({"jit", "shard_map", "vmap", "grad", "call", "spmd_axis_name", "vmap_axis_name", "partial_manual",

@@ -412,7 +412,7 @@ class Ppermute(Collective):
             return None
         names = [name]
         others = [m for m in ctx.collective_axes() if m != name]
-        if others and draw(st.integers(0, 2)) == 2:
+        if others and "ppermute_multi_axis" not in scope.disabled and draw(st.integers(0, 2)) == 2:
             other = draw(st.sampled_from(_exchanging_first(draw, ctx, others)))
             names = draw(st.sampled_from([[name, other], [other, name]]))
         a = _varying_first(draw, scope, xs, names)
