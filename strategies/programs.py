@@ -33,8 +33,8 @@ DIMS = (1, 2, 4, 8, 16)
 # fuzz.features names them: an Explicit mesh, a vmap's spmd_axis_name and axis_name, a
 # partial-manual shard_map, check_vma=False, a function reading an enclosing scope's variable,
 # a program run with jax_enable_checks, and a collective over a vmap axis of an operand that
-# vmap does not batch (see unbatched_collective; not a report feature: judged on the typed program),
-# ..., and a ppermute over two axes
+# vmap does not batch (see unbatched_collective; not a report feature: judged on the typed program);
+# then the later ones: infer_in_specs ... set_mesh, and a ppermute over two axes (ppermute_multi_axis)
 OPTIONS = ("explicit_mesh", "spmd_axis_name", "vmap_axis_name", "partial_manual", "check_vma_off", "capture",
            "enable_checks", "unbatched_collective", "infer_in_specs", "donate_argnums", "jit_inline",
            "pmap", "smap", "negative_axes", "set_mesh", "ppermute_multi_axis")
