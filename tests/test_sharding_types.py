@@ -51,11 +51,17 @@ INDEX = eqn("index", [], ["i"], axes=[], scale=1, offset=1)
     ([eqn("sum", ["a"], ["a1"], axis=0)], eqn("at_set", ["a", "a1"], ["o"], index=2), "split first dim"),
     ([], eqn("slice", ["a"], ["o"], axis=0, start=0, stop=4), "eager slice"),            # part of a split dim, eagerly
     ([eqn("sin", ["b"], ["s"])], eqn("concatenate", ["a", "s"], ["o"], axis=0), "split differently"),
+    ([], eqn("argmin", ["b"], ["o"], axis=None), "after the first"),  # jnp ravels: a split dim 1 merged
 ])
 def test_sharding_rules_refuse_what_jax_refuses(before, e, why):
     """Each refused as JAX 0.10.2 refuses it (a ShardingTypeError, measured by hand)."""
     with pytest.raises(ProgramError, match=why):
         check_program(explicit(before + [e], ["o"], shape=(8, 8) if e["op"] == "add" else (8, 4)))
+
+
+def test_an_argmax_over_all_dims_of_a_value_split_along_its_first_dim_is_allowed():
+    check_program(explicit([eqn("argmax", ["a"], ["o"], axis=None), eqn("astype", ["o"], ["of"], dtype="float32")],
+                           ["of"]))  # a: split along dim 0 only
 
 
 def test_orthogonal_splits_broadcast():

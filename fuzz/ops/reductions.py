@@ -111,6 +111,14 @@ class ArgReduce(Reduce):
         (t,) = super().types(eqn, args, ctx)
         return [Ty(t.shape, t.vma, INT)]
 
+    def sharding_types(self, eqn, args, outs, ctx):
+        """As :class:`Reduce`'s; but over all dims (``axis`` null) jnp ravels the operand first, a
+        reshape that JAX's sharding types refuse when a dim after the first is split
+        (ShardingTypeError "This reshape is not supported", jax 0.10.2, a size-1 axis too)."""
+        require(eqn.get("axis") is not None or not any(args[0].dims[1:]),
+                f"{self.name} over all dims of a value split along a dim after the first")
+        return super().sharding_types(eqn, args, outs, ctx)
+
     def reference(self, r, eqn, xs, ts, ctx):
         K = len(ctx.axes)
         x = xs[0]
