@@ -320,6 +320,7 @@ def test_a_wrong_ppermute_transpose_inside_the_body_is_caught_only_by_a_varying_
     assert len(drawn) >= 3, drawn
 
 
+@pytest.mark.slow  # (a statistic over drawn programs, 25 s: the default run stays under CI's 10 minutes)
 def test_ops_under_a_derivative_mostly_read_the_functions_own_values(monkeypatch):
     """Under a derivative the generator picks an operand among the function's own values (its
     parameters and what it computed) 3 times in 4 (Scope.sample): a captured value is a

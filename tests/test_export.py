@@ -202,6 +202,7 @@ def test_untrusted_text_cannot_close_a_code_block(found, tmp_path):
     assert fence == "`````" and text.endswith("\n`````") and text.count(fence) == 2
 
 
+@pytest.mark.slow  # (one JAX run per changed XLA pass, 30 s: the default run stays under CI's 10 minutes)
 def test_xla_passes_names_the_pass_without_which_a_wrong_value_goes(found, tmp_path):
     """--xla-passes: the nested dynamic-slice fold clears with algsimp off; the all_to_all batching
     bug (JAX's own) clears with no pass off."""

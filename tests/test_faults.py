@@ -114,6 +114,7 @@ def test_a_reducer_trusts_the_crash_of_a_fresh_worker_and_confirms_any_other():
         assert [(f.oracle, f.kind, f.history) for f in found] == [("crash", "SIGABRT", [])]
 
 
+@pytest.mark.slow  # (waits out time limits, 20 s: the default run stays under CI's 10 minutes)
 def test_a_hang_is_not_reduced_when_two_time_limits_exceed_the_budget():
     """A candidate that still hangs costs the time limit, twice with its confirmation: with a
     60-s limit and 5 s left, the hang is kept as found and nothing runs; with a 1-s limit the
