@@ -199,7 +199,8 @@ class Worker:
         ``status``: "ok" (``calls`` as in fuzz/worker.py, arrays decoded), "crash"
         (``signal``, ``returncode``, ``stderr``), "hang" (killed after ``timeout``
         seconds; ``stacks``: its threads' stacks) or "memory" (killed when its resident
-        memory passed ``limit`` bytes: ``rss``, ``limit``, ``stacks``); ``wall``: seconds. ``lower``: False, True (execute, then lower every
+        memory passed ``limit`` bytes: ``rss``, ``limit``, ``stacks``); ``wall``: seconds.
+        ``lower``: False, True (execute, then lower every
         call), "after" (execute, then lower every call twice: before and after
         ``jax.clear_caches()``) or "only" (lower every call twice so, execute nothing).
         After a crash, hang or memory breach the worker is restarted.
@@ -229,12 +230,8 @@ class Worker:
         """
         reply, rss = None, 0
         if self._breach is not None:  # stopped past its limit while another worker was waited for
-            rss, stacks, self._breach = *self._breach, None
-            wall = time.perf_counter() - self._start_time
-            tail = self.stderr_tail(self._mark)
-            self.restart()
-            return {"status": "memory", "wall": wall, "rss": rss, "limit": self.memory_limit, "stderr": tail,
-                    "stacks": stacks}
+            (rss, tail, stacks), self._breach = self._breach, None
+            return self._memory_outcome(rss, tail, stacks)
         if self._sent:
             deadline = self._start_time + timeout
             reply = "timeout"
@@ -251,13 +248,9 @@ class Worker:
                     break
                 for w in watch:
                     w.check_memory()
-        wall = time.perf_counter() - self._start_time
         if reply == "memory":
-            tail = self.stderr_tail(self._mark)
-            stacks = self.dump_stacks(stop_above=self.memory_limit + self.memory_limit // 4)
-            self.restart()
-            return {"status": "memory", "wall": wall, "rss": rss, "limit": self.memory_limit, "stderr": tail,
-                    "stacks": stacks}
+            return self._memory_outcome(rss, self.stderr_tail(self._mark), self._stacks_while_growing())
+        wall = time.perf_counter() - self._start_time
         if reply == "timeout":
             tail = self.stderr_tail(self._mark)
             stacks = self.dump_stacks()
@@ -285,12 +278,22 @@ class Worker:
             return
         rss = self.rss_bytes()
         if rss > self.memory_limit:
-            stacks = self.dump_stacks(stop_above=self.memory_limit + self.memory_limit // 4)
-            self._breach = (rss, stacks)
+            self._breach = (rss, self.stderr_tail(self._mark), self._stacks_while_growing())
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+
+    def _stacks_while_growing(self) -> str:
+        """:meth:`dump_stacks` of a worker past its memory limit, cut short if it grows by a quarter more."""
+        return self.dump_stacks(stop_above=self.memory_limit + self.memory_limit // 4)
+
+    def _memory_outcome(self, rss: int, tail: str, stacks: str) -> dict:
+        """The "memory" outcome (see :meth:`run`); the worker is restarted."""
+        wall = time.perf_counter() - self._start_time
+        self.restart()
+        return {"status": "memory", "wall": wall, "rss": rss, "limit": self.memory_limit, "stderr": tail,
+                "stacks": stacks}
 
     def dump_stacks(self, wait: float = STACK_WAIT, stop_above: int | None = None) -> str:
         """Every thread's Python stack, innermost frame first, of a worker that does not answer
