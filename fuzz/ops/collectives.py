@@ -416,7 +416,8 @@ class Ppermute(Collective):
         # such program raises "Permutation doesn't match the axis size!" or an AssertionError in
         # core.pvary (measured on 0.10.2; jax/_src/lax/parallel.py _ppermute_batcher, also on main)
         others = [m for m in ctx.collective_axes() if m != name and ctx.axis(m).kind != "vmap"]
-        if ctx.axis(name).kind != "vmap" and others and "ppermute_multi_axis" not in scope.disabled and draw(st.integers(0, 2)) == 2:
+        if (ctx.axis(name).kind != "vmap" and others and "ppermute_multi_axis" not in scope.disabled
+                and draw(st.integers(0, 2)) == 2):
             other = draw(st.sampled_from(_exchanging_first(draw, ctx, others)))
             names = draw(st.sampled_from([[name, other], [other, name]]))
         a = _varying_first(draw, scope, xs, names)
