@@ -406,17 +406,3 @@ def test_a_finding_that_shows_without_the_mutant_keeps_its_program(tmp_path):
     assert row["caused"] is False, row["replay"]
     assert row["replay"] == "with the mutant: shows; without: shows"
     assert row["program"] == entry["program"]
-
-
-def test_a_collective_that_splits_a_dim_prefers_one_after_a_dim_of_size_two_or_more():
-    """psum_scatter / all_to_all over a value of shape (2, 4) in a size-2 body: dim 1 (after a dim of
-    size 2) 3 times in 4, dim 0 still reachable."""
-    from fuzz.ops import get
-    from fuzz.ops.base import Ty
-
-    ctx = _ctx_with_axes(("y", 2, "mesh"))
-    for op in ("psum_scatter", "all_to_all"):
-        e = get(op).draw(_Draws(1), ctx, _scope({"a": Ty((2, 4), frozenset({"y"}))}))
-        assert e["axis" if op == "psum_scatter" else "split_axis"] == 1, e
-        e = get(op).draw(_Draws(0), ctx, _scope({"a": Ty((2, 4), frozenset({"y"}))}))
-        assert e["axis" if op == "psum_scatter" else "split_axis"] == 0, e

@@ -586,18 +586,12 @@ def _split_dim(op, draw, ctx, scope):
     checked after, a named vmap axis (whose per-example values have lost a dim) failed the
     check most of the time, and the op went unused there (3 live all_to_all over a vmap
     axis of size >= 2 on a varying operand in 800 drawn programs, against 85 over mesh axes).
-    The dim is one after a dim of size > 1 three times in four where there is one.
     """
     cands = {n: _divisible_dims(scope, ctx.axis(n).size, op.dtypes) for n in ctx.collective_axes()}
     name = op.one_axis(draw, ctx, scope, usable=lambda n: bool(cands[n]))
     if name is None:
         return None
-    # 3 times in 4 a dim with a dim of size > 1 before it, where there is one: along the first
-    # dim (or after size-1 ones) the blocks are contiguous, and a rule that forgets to move the
-    # dim (gathers, scatters or reshapes along dim 0) is right there; bodies' values are small
-    # and often of rank 1, so without this dim 0 was most of the draws
-    inner = [(v, d) for v, d in cands[name] if math.prod(scope.visible[v].shape[:d]) > 1]
-    a, d = _varying_first(draw, scope, _preferred(draw, cands[name], inner), [name])
+    a, d = _varying_first(draw, scope, cands[name], [name])
     return name, a, d
 
 
