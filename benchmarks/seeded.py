@@ -243,9 +243,8 @@ def _eqn_exposures(e: dict, ctx, args: list, stack: list, used: bool) -> set:
     sizes = {n: ctx.axis(n).size for n in names}
     varies = bool(names) and names[0] in args[0].vma  # the operand differs along the (first) axis
     if op == "ppermute":  # (over one axis or several: the linear index over them, first name major)
-        n = names[0]
         size = math.prod(sizes.values())
-        varies = bool(args[0].vma & set(names))
+        varies = bool(args[0].vma & set(names))  # (along any of its axes)
         kinds = {_axis_kind(ctx, m) for m in names}
         if _not_involution(e):
             if kinds == {"vmap"} and len(names) == 1 and varies and len(e["perm"]) == size:  # (JAX's batcher asserts a full one)

@@ -228,28 +228,21 @@ class Worker:
         resident memory is checked too while this one is waited for: one past its limit is
         stopped at once, and its own :meth:`collect` then returns its "memory" outcome.
         """
-        reply, rss = None, 0
-        if self._breach is not None:  # stopped past its limit while another worker was waited for
-            (rss, tail, stacks), self._breach = self._breach, None
-            return self._memory_outcome(rss, tail, stacks)
+        reply = None
         if self._sent:
             deadline = self._start_time + timeout
-            reply = "timeout"
-            while True:
+            while self._breach is None:
                 left = deadline - time.perf_counter()
                 reply = self._next(max(0.0, min(left, MEMORY_POLL)))
                 if isinstance(reply, dict) and reply.get("id") != self._req_id:
                     continue  # a stale reply: skip it
                 if reply != "timeout" or left <= MEMORY_POLL:
                     break
-                rss = self.rss_bytes()
-                if rss > self.memory_limit:
-                    reply = "memory"
-                    break
-                for w in watch:
+                for w in (self, *watch):
                     w.check_memory()
-        if reply == "memory":
-            return self._memory_outcome(rss, self.stderr_tail(self._mark), self._stacks_while_growing())
+        if self._breach is not None:  # stopped past its memory limit (now, or while another was waited for)
+            (rss, tail, stacks), self._breach = self._breach, None
+            return self._memory_outcome(rss, tail, stacks)
         wall = time.perf_counter() - self._start_time
         if reply == "timeout":
             tail = self.stderr_tail(self._mark)
@@ -272,21 +265,19 @@ class Worker:
         return reply
 
     def check_memory(self) -> None:
-        """Stop this worker (stacks dumped, process group killed) if its resident memory is past
-        its limit; its next :meth:`collect` returns the "memory" outcome."""
+        """Stop this worker (stacks dumped, cut short if it grows by a quarter more; process group
+        killed) if its resident memory is past its limit; :meth:`collect` then returns the
+        "memory" outcome."""
         if self.proc is None or self._breach is not None:
             return
         rss = self.rss_bytes()
         if rss > self.memory_limit:
-            self._breach = (rss, self.stderr_tail(self._mark), self._stacks_while_growing())
+            tail = self.stderr_tail(self._mark)
+            self._breach = (rss, tail, self.dump_stacks(stop_above=self.memory_limit + self.memory_limit // 4))
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-
-    def _stacks_while_growing(self) -> str:
-        """:meth:`dump_stacks` of a worker past its memory limit, cut short if it grows by a quarter more."""
-        return self.dump_stacks(stop_above=self.memory_limit + self.memory_limit // 4)
 
     def _memory_outcome(self, rss: int, tail: str, stacks: str) -> dict:
         """The "memory" outcome (see :meth:`run`); the worker is restarted."""

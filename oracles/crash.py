@@ -57,25 +57,20 @@ def judge(program: dict, outcome: dict) -> list:
     and where it hangs (signature ``hang: timeout: in jax._src.module:function``, or ``hang:
     timeout`` when the worker gave no stack), or ``crash`` of kind ``memory`` with the limit
     and where the worker was when it passed it (``crash: memory: in jax._src.module:function``)."""
-    if outcome["status"] == "memory":
+    if outcome["status"] in ("memory", "hang"):  # killed by the parent: named where it was (its stacks)
         stacks = outcome.get("stacks", "")
         site = hang_site(stacks)
-        message = (f"resident memory passed {outcome['limit'] / (1 << 30):.1f} GiB"
-                   + (f" in {site}" if site else ""))
+        if outcome["status"] == "memory":
+            oracle, kind, what = "crash", "memory", f"resident memory passed {outcome['limit'] / (1 << 30):.1f} GiB"
+            thread = "the running thread's stack"
+        else:
+            oracle, kind, what = "hang", "timeout", f"no answer within {outcome['timeout']:.0f} s"
+            thread = "the hung thread's stack"
         details = outcome.get("stderr", "")[-3000:]
         if site:
-            details += "\nthe running thread's stack, innermost frame first:\n" + hung_thread(stacks)[:6000]
-        return [Finding("crash", "memory", message, None, details,
-                        signature=f"crash: memory: in {site}" if site else "crash: memory")]
-    if outcome["status"] == "hang":
-        stacks = outcome.get("stacks", "")
-        site = hang_site(stacks)
-        message = f"no answer within {outcome['timeout']:.0f} s" + (f" in {site}" if site else "")
-        details = outcome.get("stderr", "")[-3000:]
-        if site:
-            details += "\nthe hung thread's stack, innermost frame first:\n" + hung_thread(stacks)[:6000]
-        return [Finding("hang", "timeout", message, None, details,
-                        signature=f"hang: timeout: in {site}" if site else "hang: timeout")]
+            details += f"\n{thread}, innermost frame first:\n" + hung_thread(stacks)[:6000]
+        return [Finding(oracle, kind, what + (f" in {site}" if site else ""), None, details,
+                        signature=f"{oracle}: {kind}: in {site}" if site else f"{oracle}: {kind}")]
     line = fatal_line(outcome.get("stderr", ""))
     return [Finding("crash", outcome["signal"], line or f"worker died ({outcome['signal']})", None,
                     outcome.get("stderr", "")[-3000:])]

@@ -51,9 +51,9 @@ def test_jax_agrees_in_mesh_order_and_over_part_of_a_mesh(worker):
 
 
 def test_the_differential_oracle_sees_a_reference_that_ignores_the_order(worker, monkeypatch):
-    """Planted: a reference that numbers devices in mesh order whatever the tuple says, as JAX's
-    lowering does (measured on jax 0.10.2: ppermute over ('y', 'x') sends as over ('x', 'y')).
-    On ('x', 'y') both agree; on ('y', 'x') the oracle fires against the right reference."""
+    """JAX's lowering numbers the devices of ('y', 'x') in mesh order (corpus entry
+    differential-5c6cf26ebca0, every release through 0.10.2): the oracle fires against the
+    right reference, and not against a planted one that ignores the tuple's order as JAX does."""
     from fuzz.ops import collectives
 
     p = two_axis(("y", "x"), ring(4))
@@ -62,7 +62,7 @@ def test_the_differential_oracle_sees_a_reference_that_ignores_the_order(worker,
     orig = collectives.Ppermute.axes_js
     monkeypatch.setattr(collectives.Ppermute, "axes_js", lambda self, e, ctx: tuple(sorted(orig(self, e, ctx))))
     planted = [f.oracle for f in oracles.judge(p, out, evaluate(p))]
-    assert (("differential" in right), ("differential" in planted)) in {(True, False), (False, True)}
+    assert "differential" in right and "differential" not in planted, (right, planted)
 
 
 def test_a_drawn_ppermute_names_two_axes_in_either_order_sometimes():
