@@ -212,15 +212,12 @@ def test_a_lowering_worker_past_its_limit_is_stopped_while_the_other_is_waited_f
     lowering = Worker(hash_seed=1, memory_limit=3 << 29)
     try:
         source = render(p, main.caps)
-        t0 = time.monotonic()
         lowering.submit(inject_module(source, "memory"), "only")
         main.submit(source + "\nimport time\ntime.sleep(6)\n")
         assert main.collect(60, watch=(lowering,))["status"] == "ok"
-        waited = time.monotonic() - t0
         assert lowering._breach is not None and lowering.proc.poll() is not None  # stopped while main ran
         out = lowering.collect(60)
         assert out["status"] == "memory" and out["rss"] > 3 << 29, out.get("status")
-        assert out["wall"] < waited + 1
         assert lowering.run(source, 60, lower="only")["status"] == "ok"  # a fresh lowering worker
     finally:
         main.kill()
