@@ -399,12 +399,14 @@ def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
     phase draws near-duplicates: the five programs kept for ppermute_lowering_multigroup
     in session 10 were one program), and "distinct": {mutant: programs counted that
     differ so} (a lower bound: :func:`program_shape` ignores bodies and nested calls).
-    Draws as a campaign does (``strategies.swarm.swarm_programs``, nothing to avoid), with
-    Hypothesis' generate phase only, seeded with ``seed``.
+    Draws as a campaign does (``strategies.swarm.swarm_programs``, nothing to avoid,
+    ``fuzz.campaign.draw_settings``: fresh draws), with Hypothesis' generate phase only,
+    seeded with ``seed``.
     """
     from hypothesis import Phase, given, settings
     from hypothesis import seed as hseed
 
+    from fuzz.campaign import draw_settings
     from strategies.swarm import swarm_programs
 
     counts = {m.name: 0 for m in mutants.MUTANTS}
@@ -423,8 +425,7 @@ def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
                 tally(e["fn"], alive)
 
     @hseed(seed)
-    @settings(max_examples=n, phases=[Phase.generate], database=None, deadline=None,
-              suppress_health_check=list(__import__("hypothesis").HealthCheck))
+    @settings(draw_settings(max_examples=n), phases=[Phase.generate])  # as a campaign draws, generation only
     @given(swarm_programs())  # the campaign's strategy, no known bug to avoid
     def draw(p):
         drawn[0] += 1

@@ -28,6 +28,7 @@ from fuzz.render import render
 from fuzz.runner import Runner, default_timeout
 from fuzz.typecheck import ProgramError
 from oracles.common import LABELLED, Finding, same_finding
+from strategies.fresh import fresh_backend
 from strategies.swarm import program_names, swarm_programs
 
 ROUND = 100  # Hypothesis examples per round (a round ends early when a finding is shrunk)
@@ -46,6 +47,21 @@ SHRINK_SHARE = 0.35  # at most this share of the campaign's time goes to shrinki
 # reference ran under a tracer while shrinking (21% of the campaign process's samples in the
 # tracer itself, py-spy, jax 0.10.2, 150 s)
 PHASES = tuple(p for p in Phase if p is not Phase.explain)
+
+
+def draw_settings(fresh: bool = True, database: ExampleDatabase | None = None,
+                  max_examples: int = ROUND) -> settings:
+    """The Hypothesis settings of a campaign's round of ``max_examples`` programs.
+
+    ``fresh``: every program drawn anew (:mod:`strategies.fresh`); False: Hypothesis' own
+    generate phase, which follows each draw with mutants of it. ``database``: where found
+    examples are saved (and, unless a seed wraps it in :class:`SaveOnlyDatabase`, replayed).
+    Raises nothing.
+    """
+    return settings(
+        max_examples=max_examples, deadline=None, database=database, derandomize=False, phases=PHASES,
+        backend=fresh_backend() if fresh else "hypothesis", suppress_health_check=list(HealthCheck),
+        verbosity=Verbosity.quiet, report_multiple_bugs=False, print_blob=False)
 
 
 class _Found(Exception):
@@ -134,6 +150,9 @@ class Campaign:
     ``shrink``: False keeps every finding as it was found (no Hypothesis shrinking, no
     reducer), e.g. to reduce it later with ``shardfuzz reduce --also-on`` so that the
     reduced program keeps failing on other releases too.
+    ``fresh``: True (the default) draws every program anew (:mod:`strategies.fresh`);
+    False keeps Hypothesis' own generate phase, whose draws are mostly mutants of the one
+    before (``shardfuzz run --hypothesis-mutations``, for comparison).
     Raises fuzz.execute.WorkerError if the worker does not start.
     """
 
@@ -143,8 +162,11 @@ class Campaign:
                  source_hook=None, stop_when=None, findings_path: str | None = None, on_finding=None,
                  corpus_signatures: dict | None = None, run_id: str | None = None, job: int = 0,
                  swarm: bool = False, avoid_known: bool = True, shrink: bool = True,
-                 disabled: frozenset = frozenset(), known_ops: dict | None = None, look_past: bool = True):
+                 disabled: frozenset = frozenset(), known_ops: dict | None = None, look_past: bool = True,
+                 fresh: bool = True):
         self.seconds = seconds
+        # every program drawn anew (strategies.fresh), not Hypothesis' mutants of its last draw
+        self.fresh = fresh
         self.shrink = shrink  # False: findings are kept as found (neither shrunk nor reduced)
         self.max_examples = max_examples
         self.seed = seed
@@ -433,10 +455,7 @@ class Campaign:
         if self.seed is not None:
             shardfuzz_campaign = seed(self.seed * 7919 + index)(shardfuzz_campaign)
         # (applied after @seed, which sets database=None: a seeded campaign saves to a SaveOnlyDatabase)
-        shardfuzz_campaign = settings(
-            max_examples=ROUND, deadline=None, database=self.db, derandomize=False, phases=PHASES,
-            suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet, report_multiple_bugs=False,
-            print_blob=False)(shardfuzz_campaign)
+        shardfuzz_campaign = draw_settings(self.fresh, self.db)(shardfuzz_campaign)
         interrupted = False
         try:
             shardfuzz_campaign()
@@ -636,7 +655,7 @@ class Campaign:
             "swarm": self.swarm, "avoid_known": self.avoid_known, "shrink": self.shrink,
             "disabled": sorted(self.disabled), "avoided": len(self.avoid),
             "reduced": sum(r.reduced for r in self.records.values()),
-            "look_past": self.look_past, "look_past_runs": self.look_past_runs,
+            "fresh": self.fresh, "look_past": self.look_past, "look_past_runs": self.look_past_runs,
             "look_past_clear": self.look_past_clear, "look_past_seconds": round(self.look_past_seconds, 1),
             "look_past_vma_runs": self.look_past_vma_runs, "look_past_vma_clear": self.look_past_vma_clear,
         }

@@ -128,6 +128,9 @@ def _unwritable(directory: str) -> str:
               help="Now and then leave out a feature that a known bug's smallest program needs.")
 @click.option("--look-past/--no-look-past", default=True, show_default=True,
               help="Run a program that raised a known finding once more without the ops that finding needs.")
+@click.option("--fresh-draws/--hypothesis-mutations", "fresh", default=True, show_default=True,
+              help="Draw every program anew; --hypothesis-mutations keeps Hypothesis' generate phase, whose "
+                   "draws are mostly mutants of the draw before (for comparison).")
 @click.option("--shrink/--no-shrink", default=True, show_default=True,
               help="Shrink and reduce each new finding; --no-shrink keeps findings as found (to reduce them "
                    "later with `shardfuzz reduce --also-on`).")
@@ -136,7 +139,7 @@ def _unwritable(directory: str) -> str:
                    "vmap_axis_name, partial_manual, check_vma_off, capture, enable_checks, "
                    "unbatched_collective); repeatable.")
 def run(seconds, max_examples, seed, report_path, python, jax_version, determinism, database, timeout, corpus_dir,
-        fail_on_known, jobs, swarm, avoid_known, look_past, shrink, disabled):
+        fail_on_known, jobs, swarm, avoid_known, look_past, fresh, shrink, disabled):
     """Run a fuzzing campaign against JAX on 8 host CPU devices."""
     stop = _Stop()
     from fuzz import parallel
@@ -237,7 +240,7 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
                                 on_finding=lambda c, rec: announce(rec.finding.signature),
                                 corpus_signatures=corpus_signatures, run_id=run_id, job=0, swarm=swarm,
                                 avoid_known=avoid_known, shrink=shrink, disabled=disabled,
-                                known_ops=known_ops, look_past=look_past)
+                                known_ops=known_ops, look_past=look_past, fresh=fresh)
         except WorkerError as e:
             _fail(f"{e} Pass --python with an interpreter that has jax installed.")
         campaign.peers_offset = findings_offset
@@ -265,7 +268,7 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
                       "swarm": swarm, "avoid_known": avoid_known, "shrink": shrink, "disabled": sorted(disabled),
                       "timeout": timeout, "determinism": determinism, "findings_path": findings_path,
                       "findings_offset": findings_offset, "corpus_signatures": corpus_signatures, "run_id": run_id,
-                      "known_ops": known_ops, "look_past": look_past}
+                      "known_ops": known_ops, "look_past": look_past, "fresh": fresh}
             children = parallel.Jobs(n_jobs, config, seeds, shares, on_finding=lambda job, sig: announce(sig))
             stop.forward = children.stop
             if stop.name is not None:  # (a stop signal came during the announcement: start none)

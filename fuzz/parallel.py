@@ -156,7 +156,8 @@ def _run_job(config: dict, stop, send) -> None:
                         corpus_signatures=config["corpus_signatures"], run_id=config["run_id"], job=config["job"],
                         swarm=config.get("swarm", False), avoid_known=config.get("avoid_known", True),
                         shrink=config.get("shrink", True), disabled=frozenset(config.get("disabled", ())),
-                        known_ops=config.get("known_ops"), look_past=config.get("look_past", True))
+                        known_ops=config.get("known_ops"), look_past=config.get("look_past", True),
+                        fresh=config.get("fresh", True))
     campaign.peers_offset = config["findings_offset"]
     error = trace = ""
     try:
@@ -523,7 +524,7 @@ def merge_reports(results: list, seconds: float, corpus_signatures: dict | None 
         "swarm": first.get("swarm"), "avoid_known": first.get("avoid_known"), "shrink": first.get("shrink"),
         "disabled": first.get("disabled", []), "avoided": max((rep.get("avoided", 0) for rep in reports), default=0),
         "reduced": sum(bool(f.get("reduced")) for f in findings),
-        "look_past": first.get("look_past"), "look_past_runs": total("look_past_runs"),
+        "fresh": first.get("fresh", True), "look_past": first.get("look_past"), "look_past_runs": total("look_past_runs"),
         "look_past_clear": total("look_past_clear"), "look_past_seconds": total("look_past_seconds", 1),
         "look_past_vma_runs": total("look_past_vma_runs"), "look_past_vma_clear": total("look_past_vma_clear"),
         "jobs": len(results),
