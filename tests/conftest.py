@@ -2,7 +2,8 @@
 
 Profiles: ``dev`` (default, quick and derandomized so that CI is repeatable) and ``long``
 (``pytest --hypothesis-profile=long``: a long randomized campaign, with the example
-database in ``.hypothesis/``).
+database in ``.hypothesis/``, every example drawn anew as a campaign draws them:
+``strategies/fresh.py``).
 """
 import os
 
@@ -14,9 +15,11 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
+from strategies.fresh import fresh_backend  # noqa: E402
+
 settings.register_profile("dev", max_examples=25, deadline=None, derandomize=True, database=None,
                           suppress_health_check=list(HealthCheck), print_blob=True)
-settings.register_profile("long", max_examples=2000, deadline=None,
+settings.register_profile("long", max_examples=2000, deadline=None, backend=fresh_backend(),
                           suppress_health_check=list(HealthCheck), print_blob=True)
 settings.load_profile("dev")  # --hypothesis-profile=... overrides this
 
