@@ -395,9 +395,9 @@ def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
     "collectives": [live, all] over the drawn programs, nested bodies included, by
     :func:`live_equations`}} and, with ``keep`` >
     0, "kept": {mutant: [the first ``keep`` programs with the composition live, each with
-    another mesh or other call chains than the ones kept before]} (Hypothesis' generate
-    phase draws near-duplicates: the five programs kept for ppermute_lowering_multigroup
-    in session 10 were one program), and "distinct": {mutant: programs counted that
+    another mesh or other call chains than the ones kept before]} (Hypothesis' own generate
+    phase, before strategies/fresh.py, drew near-duplicates: the five programs kept for
+    ppermute_lowering_multigroup in session 10 were one program), and "distinct": {mutant: programs counted that
     differ so} (a lower bound: :func:`program_shape` ignores bodies and nested calls).
     Draws as a campaign does (``strategies.swarm.swarm_programs``, nothing to avoid,
     ``fuzz.campaign.draw_settings``: fresh draws), with Hypothesis' generate phase only,
@@ -455,9 +455,10 @@ def merge_exposure(parts: list) -> dict:
     """The exposures of several :func:`measure_exposure` runs (other seeds) as one: programs,
     counts, counts_with_dead_code, distinct and live summed; "kept" programs concatenated.
 
-    Hypothesis' generate phase draws correlated programs, so one seed's counts swing by
-    about 30% between two versions of the generator that differ only in unrelated draws;
-    sum several seeds before comparing two versions.
+    Hypothesis' own generate phase drew correlated programs (strategies/fresh.py), so one
+    seed's counts swung by about 30% between two versions of the generator that differed only
+    in unrelated draws; fresh draws swing less, but sum several seeds before comparing two
+    versions all the same.
     """
     out: dict = {"programs": 0, "counts": {}, "counts_with_dead_code": {}, "distinct": {},
                  "live": {"equations": [0, 0], "collectives": [0, 0]}}
