@@ -61,17 +61,19 @@ def agree_with_jax(worker, p, ignore=()):
 
 def drawn_programs(seeds, n: int, **kwargs) -> list:
     """The programs ``strategies.programs.programs(**kwargs)`` draws, ``n`` per Hypothesis seed
-    of ``seeds`` (generate phase only, no database): for counts over what the generator draws."""
+    of ``seeds`` (generate phase only, no database), drawn anew as a campaign draws them
+    (strategies/fresh.py): for counts over what the generator draws."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hseed
 
+    from strategies.fresh import fresh_backend
     from strategies.programs import programs
 
     out = []
     for s in seeds:
         @hseed(s)
         @settings(max_examples=n, phases=[Phase.generate], database=None, deadline=None,
-                  suppress_health_check=list(HealthCheck))
+                  suppress_health_check=list(HealthCheck), backend=fresh_backend())
         @given(programs(**kwargs))
         def collect(p):
             out.append(p)

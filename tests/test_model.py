@@ -13,6 +13,7 @@ from fuzz.program import CorpusError, load_entry, make_entry, save_entry, schema
 from fuzz.render import NEWEST_CAPS, render
 from fuzz.typecheck import ProgramError, check_program
 from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap
+from strategies.fresh import fresh_backend
 from strategies.programs import chain_variants, programs
 
 OLD_CAPS = {"shard_map": "experimental", "check_kw": "check_rep", "partial_manual": "auto", "explicit": False}
@@ -441,7 +442,7 @@ def test_shard_map_stays_among_the_most_drawn_transforms():
     seen = Counter()
     for s in (1, 2, 3, 4):
         @seed(s)
-        @settings(max_examples=250, database=None)
+        @settings(backend=fresh_backend(), max_examples=250, database=None)
         @given(programs())
         def count(p):
             seen["programs"] += 1
@@ -465,7 +466,7 @@ def test_most_calls_are_jitted_as_jax_code_is():
     seen = {"calls": 0, "jit": 0}
     for s in (1, 2, 3, 4):
         @seed(s)
-        @settings(max_examples=150, database=None)
+        @settings(backend=fresh_backend(), max_examples=150, database=None)
         @given(programs())
         def count(p):
             for c in p["calls"]:
@@ -486,7 +487,7 @@ def test_a_call_gets_the_int32_input_as_an_argument():
     seen = {"calls_with_int": 0}
     for s in (1, 2):
         @seed(s)
-        @settings(max_examples=100, database=None)
+        @settings(backend=fresh_backend(), max_examples=100, database=None)
         @given(programs())
         def check(p):
             ints = {i["name"] for i in p["inputs"] if i["dtype"] == "int32"}
@@ -511,7 +512,7 @@ def test_an_update_may_be_a_shifted_window_of_its_operand():
     seen = []
 
     @hseed(0)  # (two seeds pooled: one run's count moves with every change to the draws)
-    @settings(max_examples=300, database=None, suppress_health_check=list(HealthCheck))
+    @settings(backend=fresh_backend(), max_examples=300, database=None, suppress_health_check=list(HealthCheck))
     @given(programs(disabled=frozenset(O.REGISTRY) - {"at_set", "slice", "sin"}, max_calls=1))
     def collect(p):
         def walk(f):
@@ -599,7 +600,7 @@ def test_a_grad_loss_scales_the_terms_the_parameters_do_not_reach():
 
     products = [0]
 
-    @settings(max_examples=60, deadline=None, database=None)
+    @settings(backend=fresh_backend(), max_examples=60, deadline=None, database=None)
     @given(st.data())
     def check(data):
         calls = []
@@ -662,7 +663,7 @@ def test_a_differentiated_body_often_starts_with_a_nested_call_on_its_parameter(
 
     seen = {True: [0, 0], False: [0, 0]}
 
-    @settings(max_examples=240, deadline=None, database=None)
+    @settings(backend=fresh_backend(), max_examples=240, deadline=None, database=None)
     @given(st.data(), st.booleans())
     def check(data, differentiated):
         p = program(mesh=(("x", 2), ("y", 4)), inputs=[("x0", (8,), 0)])
@@ -695,7 +696,7 @@ def test_after_a_nested_call_no_op_counts_as_just_drawn():
             after_calls.append(self.drawn_op)
         return out
 
-    @settings(max_examples=60, deadline=None, database=None)
+    @settings(backend=fresh_backend(), max_examples=60, deadline=None, database=None)
     @given(st.data())
     def draw(data):
         with pytest.MonkeyPatch.context() as mp:
