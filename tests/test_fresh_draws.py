@@ -47,3 +47,15 @@ def test_fresh_draws_repeat_under_a_seed():
             out.append(json.dumps(program, sort_keys=True))
         draw()
     assert first == second and len(set(first)) > 20
+
+
+def test_the_draws_benchmark_tells_mutants_from_fresh_draws():
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import draws
+
+    fresh, mutations = draws.census(1, 1, True), draws.census(1, 1, False)
+    assert fresh["programs"] == mutations["programs"] == ROUND
+    assert fresh["mutant_draws"] == 0 < mutations["mutant_draws"]
+    assert fresh["distinct_shapes"] > mutations["distinct_shapes"]
