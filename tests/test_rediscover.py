@@ -123,8 +123,9 @@ def test_jax_25699_needs_an_axis_index_over_a_size_one_manual_axis():
 
 
 def test_xla_49122_is_not_a_dynamic_slice_of_a_captured_array():
-    """A jitted dynamic_slice of an argument counts; of a captured (constant) input it is XLA's
-    nested dynamic-slice fold, another bug (differential-b909f86363df), and does not."""
+    """A jitted dynamic_slice of an argument counts; of a captured (constant) input under jit it
+    is XLA's nested dynamic-slice fold, another bug (differential-b909f86363df), and does not;
+    of a captured input in an eager call it counts (differential-1687a4d9ac6e)."""
     arg = fn(["a", "i"], [eqn("dynamic_slice", ["a", "i"], ["b"], axis=0, size=2)], ["b"])
     captured = fn(["i"], [eqn("dynamic_slice", ["x", "i"], ["b"], axis=0, size=2)], ["b"])
     p = program(inputs=[("x", (4,), 1)], functions={"f": arg, "g": captured},
@@ -134,6 +135,9 @@ def test_xla_49122_is_not_a_dynamic_slice_of_a_captured_array():
     match = rediscover.KINDS["xla-49122"]
     assert match(_wrong(p, [0]), p)
     assert not match(_wrong(p, [1]), p)
+    # called eagerly, the captured array is the eager op's argument, no constant: it counts
+    p["calls"][1]["transforms"] = []
+    assert match(_wrong(p, [1]), p)
     # under grad the wrong value is the transpose's dynamic_update_slice (openxla/xla#49118): not it
     p["calls"][0]["transforms"] = [{"kind": "jit"}, {"kind": "grad", "argnums": [0]}]
     p["functions"]["f"] = fn(["a", "i"], [eqn("dynamic_slice", ["a", "i"], ["b"], axis=0, size=2),
