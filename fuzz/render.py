@@ -569,7 +569,7 @@ REPRO_NAMES = frozenset({
     "sys", "subprocess", "difflib", "re", "tempfile", "faulthandler", "base64", "threading", "time", "watch_memory",
     "seeded", "run_earlier", "record",
     "received", "check_outputs", "check_callbacks", "canonical", "lowering", "lowering_in", "out", "first",
-    "again", "diff", "expected", "f", "mesh"})
+    "again", "diff", "expected", "f", "mesh", "donated"})
 _HISTORY = "earlier_program_{}"  # name of the function that runs history program i (crash repros)
 
 
@@ -819,6 +819,15 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
                 for j, c in enumerate(h["calls"])]
         earlier_lines += _with_mesh(runs, hr.context_mesh, "    ")
     calls_src = [(j, c, rr.call_expr(c), rr.args_src(c)) for j, c in enumerate(kept)]
+    # The worker copies a jit's donated arguments before it enters the mesh; a copy made under
+    # jax.set_mesh is committed to the mesh instead (replicated, measured on jax 0.10.2), which
+    # hid a wrong value of differential-261ffe16318b's from its export (session 38)
+    donated_lines = []
+    if rr.context_mesh and any("jnp.copy(" in a for *_, a in calls_src):
+        copies = {j: a for j, _, _, a in calls_src if "jnp.copy(" in a}
+        donated_lines = ["# a donated argument's copy is made outside the mesh, as the fuzzer made it",
+                         "donated = {" + ", ".join(f"{j}: ({a},)" for j, a in copies.items()) + "}"]
+        calls_src = [(j, c, e, f"*donated[{j}]" if j in copies else a) for j, c, e, a in calls_src]
     text = "\n".join(body + earlier_lines)
     has_callbacks = any(c in text for c in ("io_callback(", "jax.pure_callback(", "jax.debug.callback(",
                                             "jax.debug.print("))
@@ -849,6 +858,7 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
     if oracle in ("crash", "hang") or any(ln.startswith("run_earlier(") for ln in tail):
         helpers.add("run_earlier")
     first_lines = [f"{_HISTORY.format(i)}()" for i in range(1, len(history) + 1)]  # (not under this mesh)
+    first_lines += donated_lines
     if checks_each:
         first_lines.append(f'jax.config.update("jax_enable_checks", {checks[-1]})  # as the fuzzer ran this program')
     if history:

@@ -136,7 +136,7 @@ RENDER_NAMES = frozenset({
     # names of the repro scripts (fuzz.render.REPRO_NAMES; a test keeps the two in step)
     "sys", "subprocess", "difflib", "re", "tempfile", "faulthandler", "base64", "seeded", "run_earlier", "record",
     "received", "check_outputs", "check_callbacks", "canonical", "lowering", "lowering_in", "out", "first",
-    "again", "diff", "f", "threading", "time", "watch_memory"})
+    "again", "diff", "f", "threading", "time", "watch_memory", "donated"})
 RESERVED = frozenset(keyword.kwlist) | frozenset(getattr(keyword, "softkwlist", ())) | frozenset(dir(builtins)) \
     | RENDER_NAMES
 NESTED_FUNCTION = re.compile(r"g\d+")  # the renderer names nested functions g1, g2, ...

@@ -285,3 +285,33 @@ def test_a_memory_finding_repro_ends_once_its_memory_passes_the_recorded_limit(f
         case = Case("m", "crash", "memory", finding["message"], "crash: memory: in x:y", None, p, [], "0.10.2")
         assert (run.returncode == 1 and "Memory: resident" in run.stderr) == shows, (run.returncode, run.stderr[-500:])
         assert (judge_run(case, run) == "") == shows
+
+
+def test_a_donated_argument_is_copied_outside_the_mesh_as_the_worker_copies_it(tmp_path):
+    """On an Explicit mesh a repro's calls run under jax.set_mesh; a copy of a donated argument
+    made there is committed to the mesh (replicated), unlike the worker's, which hid this real
+    wrong value (jax 0.10.2: two cumulative ops of one input under jit, one resharded along the
+    scanned dim, differential-261ffe16318b) from its export: the repro exited 0."""
+    from fuzz.runner import Runner
+
+    body = fn(["a1", "a2"], [eqn("cummax", ["a1"], ["v1"], axis=1, reverse=False),
+                             eqn("reshard_split", ["v1"], ["v2"], axes=["y"], dim=1),
+                             eqn("cumprod", ["a1"], ["v3"], axis=1)], ["v3", "v2"])
+    p = program(mesh=(("y", 2),), inputs=[("x0", (1, 2), 0)], functions={"f0": body}, axis_type="explicit",
+                calls=[call("f0", [{"kind": "jit", "donate_argnums": [0, 1]}], ["x0", "x1"])])
+    p["inputs"].append({"name": "x1", "shape": [], "dtype": "int32", "spec": None, "seed": 0})
+    runner = Runner(determinism=False)
+    try:
+        fs, _ = runner.run(p)
+        caps = dict(runner.caps)
+    finally:
+        runner.close()
+    assert [f.oracle for f in fs] == ["differential"], [f.signature for f in fs]
+    f = fs[0]
+    entry = make_entry({"signature": f.signature, "oracle": f.oracle, "kind": f.kind, "message": f.message,
+                        "call": f.call}, p, caps)
+    path = write_entry(tmp_path / "entry.json", entry)
+    result = invoke([path, "--out", tmp_path / "out"])
+    assert result.exit_code == 0, result.output
+    source = (tmp_path / "out" / "repro.py").read_text()
+    assert source.index("donated = {0: (jnp.copy(x0), jnp.copy(x1),)}") < source.index("with jax.set_mesh(mesh)")
