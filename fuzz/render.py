@@ -822,9 +822,9 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
     # The worker copies a jit's donated arguments before it enters the mesh; a copy made under
     # jax.set_mesh is committed to the mesh instead (replicated, measured on jax 0.10.2), which
     # hid a wrong value of differential-261ffe16318b's from its export (session 38)
+    copies = {j: a for j, _, _, a in calls_src if "jnp.copy(" in a} if rr.context_mesh else {}
     donated_lines = []
-    if rr.context_mesh and any("jnp.copy(" in a for *_, a in calls_src):
-        copies = {j: a for j, _, _, a in calls_src if "jnp.copy(" in a}
+    if copies:
         donated_lines = ["# a donated argument's copy is made outside the mesh, as the fuzzer made it",
                          "donated = {" + ", ".join(f"{j}: ({a},)" for j, a in copies.items()) + "}"]
         calls_src = [(j, c, e, f"*donated[{j}]" if j in copies else a) for j, c, e, a in calls_src]
