@@ -48,7 +48,7 @@ _PATTERNS = [
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
     # an absolute file path (a venv's site-packages, a temporary directory) is where JAX or the
     # worker happens to live, not the bug: found in /tmp/x/.venv and replayed from /work/venv, one
-    # signature (internal-error-22a30468537c's "function <lambda> at .../loops.py:2735 traced for
+    # signature (internal-error-d588cacc9fcc's "function <lambda> at .../loops.py:2735 traced for
     # scan"). A URL's path (https://github.com/...) and a relative jax/_src/core.py are kept.
     (re.compile(r"(?<![\w.:/])/(?:[^\s'\":/]+/)+[^\s'\":/]+"), "<path>"),
     # f32[4,8], float32[2,1,4@y], float32[1]{V:x} (the varying axes are a detail of the same message)

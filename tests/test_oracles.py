@@ -202,7 +202,7 @@ def test_signature_ignores_names_numbers_and_addresses():
     assert normalize(same.format(explicit, pmap)) == normalize(same.format(pmap, explicit))  # (either order: JAX varies it)
     assert normalize(same.format(explicit, pmap)).endswith("AbstractMesh<Auto> and AbstractMesh<Explicit> for another")
     assert normalize("shard_map Mesh('i': 2, axis_types=(Auto,)) (x)") == "shard_map Mesh<Auto> (…)"
-    # where JAX is installed is not the bug (internal-error-22a30468537c, found in one venv, replayed in another)
+    # where JAX is installed is not the bug (internal-error-d588cacc9fcc, found in one venv, replayed in another)
     where = "function <lambda> at {}/jax/_src/lax/control_flow/loops.py:2735 traced for scan returned a ref"
     assert normalize(where.format("/tmp/fresh1/.venv/lib/python3.11/site-packages")) == \
         normalize(where.format("/work/venv/lib/python3.11/site-packages")) == \
