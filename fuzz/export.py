@@ -33,6 +33,7 @@ import click
 
 from fuzz.render import BUG_MARK, render_repro
 from fuzz.typecheck import CHECKPOINT_POLICIES, transform_name
+from fuzz.util import hide_install_path
 
 PER_CALL = ("internal-error", "differential", "callbacks", "metamorphic", "determinism")
 STARTUP_SECONDS = 120.0  # importing JAX on a loaded 2-core machine
@@ -609,7 +610,7 @@ def title(case: Case) -> str:
             shown.append(text)
     shown = shown[:4]
     where = f"`{_label(case.program, case.call)}`" + (f" ({', '.join(shown)})" if shown else "")
-    first = _line(case.message, 90)
+    first = _line(hide_install_path(case.message), 90)
     if case.oracle == "internal-error":
         return f"{where} raises {case.kind.removeprefix('builtins.')} on a valid program: {first}"
     if case.oracle == "crash" and case.kind == "memory":
@@ -750,7 +751,7 @@ def _releases_text(releases) -> str:
 def issue_text(case: Case, source: str, run: Run, env_info: str, jax_version: str, passes: tuple | None = None,
                partitioner: tuple | None = None) -> str:
     """ISSUE.md: JAX's bug-report layout (title, Description, System info)."""
-    what = _line(case.message, 300) if case.message else case.kind
+    what = _line(hide_install_path(case.message), 300) if case.message else case.kind
     happens = {
         "internal-error": f"JAX raises `{case.kind.removeprefix('builtins.')}` from its own code on a valid program:",
         "crash": f"The process dies ({case.kind}):",

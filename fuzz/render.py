@@ -32,6 +32,7 @@ import numpy as np
 from fuzz import ops as O
 from fuzz.typecheck import (CHECKPOINT_POLICIES, CONTEXT_MESH, JACOBIANS, LOOP_MAX, LOOPS, ProgramError, check_identifier,
                              check_program, root_ctx, shard_map_typed, transform_name)
+from fuzz.util import hide_install_path
 
 NEWEST_CAPS = {"shard_map": "jax", "check_kw": "check_vma", "partial_manual": "axis_names", "explicit": True,
                "auto_axes": True, "pvary": "pcast", "all_gather_invariant": "to", "smap": True, "set_mesh": True}
@@ -1051,7 +1052,7 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
     version = f" on jax {_printable(caps['jax_version'], 40)}" if caps.get("jax_version") else ""
     head = [f"# Repro of a shardfuzz finding{version}: {_printable(oracle, 20)}: "
             f"{_printable(finding.get('kind', ''), 40)}",
-            f"# {_printable(finding.get('message', ''), 110)}",
+            f"# {_printable(hide_install_path(finding.get('message', '')), 110)}",
             "# `python repro.py` needs only jax and numpy; exit status 0 when JAX behaves, non-zero while the bug shows.",
             "import os",
             *(f"import {m}" for m in ("base64", "difflib", "faulthandler", "re", "subprocess", "sys", "tempfile",

@@ -1,8 +1,9 @@
-"""Small shared helpers: atomic file writes and the supported-version check."""
+"""Small shared helpers: atomic file writes, the supported-version check, local paths hidden."""
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import uuid
 
 # hypothesis-jsonschema 0.23.1 breaks from Hypothesis 6.170.10 on ("'many' object has
@@ -42,6 +43,19 @@ def atomic_write_text(path: str, text: str) -> None:
         except OSError:
             pass
         raise
+
+
+_SITE_PACKAGES = re.compile(r"(?<![\w.:/])/(?:[^\s'\":/]+/)*site-packages/")
+
+
+def hide_install_path(text: str) -> str:
+    """``text`` with each absolute path up to a ``site-packages/`` shortened to ``.../site-packages/``.
+
+    JAX's messages name its own files by absolute path ("function <lambda> at
+    /home/me/.venv/lib/python3.11/site-packages/jax/_src/lax/control_flow/loops.py:2735"): where
+    the finder installed JAX is no part of a repro or an issue text, and may be private.
+    """
+    return _SITE_PACKAGES.sub(".../site-packages/", str(text))
 
 
 def version_tuple(v: str) -> tuple:
