@@ -242,3 +242,32 @@ def test_a_wrong_result_of_a_pure_callback_is_a_differential_finding(worker):
     # (and the callbacks fed by such a result, in calls 0 to 3, receive other values)
     assert {(f.oracle, f.call) for f in found} == ({("differential", k) for k in (0, 1, 2, 3, 5, 6, 7)}
                                                    | {("callbacks", k) for k in (0, 1, 2, 3)}), found
+
+
+def test_a_failed_callback_does_not_leak_its_error_into_the_next_call():
+    """jax.effects_barrier() keeps the runtime token of a multi-device computation whose io_callback
+    raised, and raises its error again at every later barrier (jax._src.dispatch.runtime_tokens,
+    checked on 0.10.2): the worker drops it (fuzz.worker._drop_effect_tokens), so that a later
+    call, here a plain jnp.sin, is not charged with the earlier call's error (session 39: a
+    campaign's finding whose program was one jnp.sin)."""
+    from fuzz import worker
+    import jax
+
+    source = "\n".join([
+        "import contextlib, jax, jax.numpy as jnp, numpy as np",
+        "from jax.experimental import io_callback",
+        "from jax.sharding import Mesh, PartitionSpec as P",
+        "CALLBACK_LOG = []",
+        "mesh_context = contextlib.nullcontext",
+        "mesh = Mesh(np.array(jax.devices()[:2]), ('x',))",
+        "def bad(v):",
+        "    raise RuntimeError('the host function failed')",
+        "def f0(a):",
+        "    return io_callback(bad, jax.ShapeDtypeStruct(a.shape, a.dtype), a, ordered=False)",
+        "g0 = jax.shard_map(f0, mesh=mesh, in_specs=P(), out_specs=P(), check_vma=False)",
+        "CALLS = [('g0', g0, (jnp.ones(2),)), ('sin', jnp.sin, (jnp.ones(3),))]",
+    ])
+    first, second = worker.run_program(jax, np, source, None)
+    assert not first["ok"] and "the host function failed" in first["error"]["message"]
+    assert second["ok"], second["error"]["message"][-300:]
+    jax.effects_barrier()  # nothing stale left behind for the next program either

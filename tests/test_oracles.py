@@ -209,6 +209,14 @@ def test_signature_ignores_names_numbers_and_addresses():
         "function <lambda> at <path>:N traced for scan returned a ref"
     assert "github.com/jax-ml/jax/issues" in normalize("open an issue at https://github.com/jax-ml/jax/issues please")
     assert "jax/_src/core.py" in normalize("raised in jax/_src/core.py in pvary")
+    # a host callback's error: its own last line is the bug, XLA's dispatch prefixes are not (session 39)
+    tb = ("CpuCallback error calling callback: Traceback (most recent call last):\n"
+          '  File "/x/site-packages/jax/_src/callback.py", line 825, in _wrapped_callback\n'
+          "RuntimeError: Incorrect output shape for return value #0: Expected: {}, Actual: (1, 1)")
+    nested = [normalize("INTERNAL: " + "Error dispatching computation: " * k + tb.format("(1,)")) for k in range(4)]
+    assert len(set(nested)) == 1 and "Incorrect output shape for return value" in nested[0], nested
+    assert normalize("INTERNAL: " + tb.format("(2,)")) == nested[0]  # (shapes are details)
+    assert normalize("INTERNAL: " + tb.replace("RuntimeError: Incorrect output shape", "ValueError: other")) != nested[0]
 
 
 def test_crash_signature_uses_the_fatal_line():
