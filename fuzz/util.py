@@ -45,7 +45,9 @@ def atomic_write_text(path: str, text: str) -> None:
         raise
 
 
-_SITE_PACKAGES = re.compile(r"(?<![\w.:/])/(?:[^\s'\":/]+/)*site-packages/")
+# (at most 32 directories before site-packages: unbounded, a hostile message of many
+# "-/a" made the search quadratic, 9 s for 60 KB)
+_SITE_PACKAGES = re.compile(r"(?<![\w.:/])/(?:[^\s'\":/]+/){0,32}site-packages/")
 
 
 def hide_install_path(text: str) -> str:

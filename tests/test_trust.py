@@ -217,3 +217,21 @@ def test_an_upstream_address_other_than_a_github_issue_is_refused(tmp_path, url)
     with pytest.raises(CorpusError) as err:
         load_entry(path)
     assert "\n" not in str(err.value) and "upstream" in str(err.value)
+
+
+def test_a_hostile_message_cannot_stall_the_install_path_filter():
+    """fuzz.util.hide_install_path runs on messages from reports and corpus files; a message of
+    many "-/a" (each "/" a place a path may start, none reaching a site-packages/) made an
+    unbounded pattern scan to the end from each of them: 9 s for 60 KB. Bounded, the 600-KB
+    message here passes in well under a second on this machine; the limit is generous (60 s) so
+    that only a quadratic search fails it."""
+    import threading
+
+    from fuzz.util import hide_install_path
+
+    out = []
+    t = threading.Thread(target=lambda: out.append(hide_install_path("-/a" * 200_000 + " /v/site-packages/jax")),
+                         daemon=True)
+    t.start()
+    t.join(60)
+    assert out and out[0].endswith(" .../site-packages/jax")
