@@ -321,7 +321,7 @@ def test_the_finders_install_path_stays_out_of_the_repro_and_the_issue():
     """A message that names a JAX file by absolute path (internal-error-d588cacc9fcc's "function
     <lambda> at /.../site-packages/jax/_src/lax/control_flow/loops.py:2735") is shown from
     site-packages on in the repro's header, the issue's title and its description."""
-    from fuzz.export import Case, issue_text, title
+    from fuzz.export import Case, Run, issue_text, title
     from fuzz.render import NEWEST_CAPS, render_repro
 
     p = fold_program()
@@ -330,7 +330,7 @@ def test_the_finders_install_path_stays_out_of_the_repro_and_the_issue():
     finding = {"oracle": "internal-error", "kind": "builtins.ValueError", "message": message, "call": 0}
     source = render_repro(p, dict(NEWEST_CAPS, jax_version="0.10.2"), finding)
     case = Case("e", "internal-error", "builtins.ValueError", message, "internal-error: x", 0, p, [], "0.10.2")
-    run = type("Run", (), {"error": None, "returncode": 1, "stdout": "", "stderr": "", "path": ""})()
+    run = Run(returncode=1, stdout="", stderr="", error=None, seconds=0.0)
     texts = {"repro": source.splitlines()[1], "title": title(case), "issue": issue_text(case, "", run, "", "0.10.2")}
     for name, text in texts.items():
         assert "/home/someone" not in text, name
