@@ -207,8 +207,8 @@ KINDS = {"A": kind_a, "B": kind_b, "C": kind_c,
          # session 38's match, differential-1687a4d9ac6e, is the report's bug by hand: right with
          # a constant start, right with algsimp off)
          # (and no shard_map in the call: in a shard_map body the slice is of a device's block, which
-         # the SPMD partitioner does not split; session 39's seed-1 match, differential-c972824fc6ed,
-         # was such a body and another bug: wrong with in-range starts too)
+         # the SPMD partitioner does not split; session 39's seed-1 match was such a body: a start past
+         # the block's end folded with the reshard's per-device slice, differential-b909f86363df's fold)
          "xla-49122": _value("dynamic_slice", none_of=("lax_map", "scan", "grad", "value_and_grad", "vjp", "jacrev",
                                                        "shard_map"),
                              unless=("capture", "jit")),
