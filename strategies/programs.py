@@ -118,6 +118,10 @@ class _Gen:
         self.n_param = 0
         self.n_cb = 0
         self.nest = 0  # nested calls around the body being drawn
+        # the variables a derivative reaches (program-wide; variable names are unique): the
+        # differentiated parameters and what is computed from them, as automatic
+        # differentiation calls them active (see function())
+        self.active: set = set()
         self.focus: tuple = ()  # the ops this program favours, in registry order (see programs())
         self.committed: list = []  # the input spec (or None) of each argument of the call being drawn
         # ops that make a grad's loss (sum first: shrinking goes there) and ops that make a
@@ -394,20 +398,29 @@ class _Gen:
 
     def chain_call(self, ctx: T.Ctx, args: list, env: dict, depth: int, n: int,
                    after_grad=False, scalar_ok=True, in_grad_chain=False, scan_body=None, jit_first=False,
-                   differentiated=False):
+                   differentiated=False, active=None):
         """Draw ``n`` transforms outside-in, the function, then the output sides inside-out.
 
-        ``jit_first``: the first of the ``n`` is a jit. Returns (transforms, function, result types).
+        ``jit_first``: the first of the ``n`` is a jit. ``active``: per argument, whether a
+        derivative taken outside reaches it (default: none does); a derivative in the chain
+        makes its argnums active (all arguments for jvp / vjp / linearize), every other
+        transform passes its arguments through in order. Returns (transforms, function, result types).
         """
+        active = list(active) if active is not None else [False] * len(args)
         if n > 0:
             t = self.jit_in(ctx, args) if jit_first else self.transform_in(ctx, args, after_grad, scalar_ok)
         else:
             t = None
         if t is None:
             fn, results = self.function(ctx, args, env, depth, want_scalar=in_grad_chain, scan_body=scan_body,
-                                        differentiated=differentiated)
+                                        differentiated=differentiated, active=active)
             return [], fn, results
         inner_ctx, inner_args = T.enter(t, ctx, args)
+        if t["kind"] in DIFFERENTIATING:
+            wrt = t.get("argnums", range(len(args)))
+            active = [a or i in wrt for i, a in enumerate(active)]
+        if len(inner_args) != len(active):  # (no transform changes the count today; kept safe)
+            active = [any(active)] * len(inner_args)
         if T.sealed(t, ctx):
             env = {}  # no capture into shard_map or auto_axes on an Explicit mesh (fuzz.typecheck.sealed)
         is_grad = t["kind"] in ("grad", "value_and_grad")
@@ -417,7 +430,7 @@ class _Gen:
             scalar_ok=(scalar_ok and t["kind"] != "shard_map") or t["kind"] in ("vmap", "map", "scan")
             or (t["kind"] in T.JACOBIANS and args[t["argnums"][0]].rank >= 1),  # (the argument's dims follow)
             in_grad_chain=in_grad_chain or is_grad,
-            differentiated=differentiated or t["kind"] in DIFFERENTIATING,
+            differentiated=differentiated or t["kind"] in DIFFERENTIATING, active=active,
             scan_body=[a for a, ax in zip(inner_args, t["in_axes"]) if ax is None] if t["kind"] == "scan" else None)
         if t["kind"] in T.JACOBIANS and max((r.rank for r in inner_results), default=0) \
                 + args[t["argnums"][0]].rank > JAC_MAX_RANK:
@@ -432,7 +445,7 @@ class _Gen:
 
     # ---------------------------------------------------------------- functions
     def function(self, ctx: T.Ctx, param_types: list, env: dict, depth: int, want_scalar: bool, scan_body=None,
-                 differentiated: bool = False):
+                 differentiated: bool = False, active=None):
         """A function body in ``ctx``; ``env`` maps captured names to types. Returns (fn, result types).
 
         ``scan_body`` (the body of a scan, no transform in between): the types the scan may
@@ -451,6 +464,16 @@ class _Gen:
         capabilities), a reverse-mode derivative went through a shard_map in 12, and seed
         B (../shared/seeds.md) showed in 7 of 30 such programs.
 
+        ``active``: per parameter, whether a derivative reaches it (see chain_call). Under a
+        derivative the operands are drawn 3 times in 4 among the *active* values (Scope.local,
+        Scope.pick): those parameters, the active values captured, and what the body computes
+        from them except through a stop_gradient. Drawn among the body's own values instead, ops
+        often read values computed from captured constants only (a captured input through a
+        vmap argument, a constant through a nested call's parameter), which the derivative never
+        reaches: their transpose rules never run. Of 9 drawn programs with a seeded wrong
+        transpose of psum_scatter (benchmarks/seeded.py --hit-rate, session 40), 4 of the 6
+        silent ones scattered such a constant.
+
         At least one parameter is float32 (the caller's duty), so a float result always exists.
         """
         draw = self.draw
@@ -461,6 +484,8 @@ class _Gen:
             env = {}  # the body reads its parameters only
         params = [self.param() for _ in param_types]
         local = dict(zip(params, param_types))
+        act = {p for p, a in zip(params, active or ()) if a} | (set(env) & self.active)
+        self.active |= act
         eqns = []
         new_vars: list = []
         last = last_eqn = None  # the op of the equation just drawn and its equation (None after a nested call)
@@ -469,14 +494,18 @@ class _Gen:
             visible = {**env, **local}
             order = list(reversed(new_vars)) + params + [v for v in env if v not in local]
             drawn = self.equation(ctx, visible, order, depth, last, call_first=call_first and k == 0,
-                                  local=frozenset(local) if ctx.in_grad else None, last_eqn=last_eqn)
+                                  local=frozenset(act) if ctx.in_grad else None, last_eqn=last_eqn)
             if not drawn:
                 break  # nothing this program may draw applies here: the identity path
             for e, outs in drawn:
                 eqns.append(e)
+                reached = e.get("stop_gradient") is not True and bool(_reads([e]) & act)
                 for v, t in outs:
                     local[v] = t
                     new_vars.append(v)
+                    if reached:
+                        act.add(v)
+                        self.active.add(v)
             last, last_eqn = self.drawn_op, self.drawn_eqn  # (not an annotation put after it: see annotate)
         # results are the values nothing here reads yet (the sinks), the MAX_SINKS most recent,
         # so that every equation feeds a result: dead code hides the bugs of the values it
@@ -844,7 +873,8 @@ class _Gen:
         n = draw(st.integers(1, min(2, self.max_depth - depth)))
         self.nest += 1  # (a chain of jits adds no depth: the nesting of calls is bounded too)
         try:
-            transforms, fn, results = self.chain_call(ctx, [visible[a] for a in args], visible, depth, n)
+            transforms, fn, results = self.chain_call(ctx, [visible[a] for a in args], visible, depth, n,
+                                                      active=[a in self.active for a in args])
         finally:
             self.nest -= 1
         outs = [self.var() for _ in results]

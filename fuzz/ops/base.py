@@ -352,8 +352,9 @@ class Scope:
         self.max_elements = max_elements
         self.max_rank = max_rank
         self.chained = False  # the generator draws the last op again on its own output (see pick)
-        # under a derivative: the values of the function being drawn (its parameters and what it
-        # computed), which the derivative may reach, unlike captured ones (see pick)
+        # under a derivative: the values the derivative reaches (its active values: the
+        # differentiated parameters, active captures and what is computed from them; see
+        # strategies.programs._Gen.function and pick)
         self.local: frozenset | None = None
 
     def pick(self, draw, names: list):
@@ -368,9 +369,11 @@ class Scope:
         Shrinking goes to the most recent one too (the first of ``names``).
 
         Under a derivative (``local`` set), the uniform pick is 3 times in 4 among the
-        function's own values: a captured value is a constant to the derivative, so an op on
-        it is never differentiated (its JVP and transpose rules never run): silent programs with
-        a seeded mutant of ppermute's transpose permuted captured values (session 17).
+        active values, those the derivative reaches: a value computed from captured ones only
+        is a constant to the derivative, so an op on it is never differentiated (its JVP and
+        transpose rules never run): silent programs with a seeded mutant of ppermute's
+        transpose permuted captured values (session 17), of psum_scatter's computed ones
+        (session 40).
         """
         if self.chained:
             return names[0]  # (the value just made, when this op may read it)
@@ -378,8 +381,8 @@ class Scope:
 
     def sample(self, draw, cands: list, var=lambda c: c):
         """One of ``cands`` (variables, or what ``var`` maps to one): under a derivative
-        (``local`` set) 3 times in 4 among the function's own values when both kinds are
-        there (see :meth:`pick`), else uniformly."""
+        (``local`` set) 3 times in 4 among the active values when both kinds are there (see
+        :meth:`pick`), else uniformly."""
         own = [c for c in cands if var(c) in self.local] if self.local is not None else []
         if own and len(own) < len(cands) and draw(st.integers(0, 3)) > 0:
             return draw(st.sampled_from(own))

@@ -70,8 +70,7 @@ def start_index(draw, ctx, scope):
     ints, fresh = scope.ints(), "index" not in scope.disabled
     if not ints and not fresh:
         return None
-    # an int in scope 3 times in 4, picked as operands are (the function's own values, its
-    # parameters and what it computed, before captured ones): under jit a new index is a
+    # an int in scope 3 times in 4, picked as operands are (Scope.pick): under jit a new index is a
     # constant that XLA folds, while a parameter is a start clamped at run time (by the SPMD
     # partitioner, per device); a new index was 101 of 156 dynamic_slice starts in 2000
     # drawn programs (seeds 1 and 2), a traced parameter 10
