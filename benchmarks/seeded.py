@@ -222,11 +222,18 @@ def _batching_axes(ctx, stack: list) -> list:
     return [a for a, k in zip(axes, kinds) if k == "vmap"]
 
 
-def _eqn_exposures(e: dict, ctx, args: list, stack: list, used: bool) -> set:
+def _eqn_exposures(e: dict, ctx, args: list, stack: list, used: bool, active=None) -> set:
     """Names of the mutants whose composition this equation (in ``ctx``, under the transforms
     ``stack``, outermost first; ``used``: its outputs are used) has. Necessary conditions
-    only: see :data:`EXPOSURE`."""
+    only: see :data:`EXPOSURE`. ``active``: the program's active values
+    (:func:`fuzz.features.active_values`; None: not checked): a collective is transposed only
+    when its operand is one (session 40: 4 of 6 silent programs with psum_scatter's
+    composition scattered a value the derivative never reaches)."""
     op = e["op"]
+
+    def transposed(name: str) -> bool:
+        return _transposed(stack, ctx, name) and (active is None or (bool(e["args"]) and e["args"][0] in active))
+
     if op == "io_callback":
         out = set()
         vmap_axes = {a.name for a in _batching_axes(ctx, stack) if a.size >= 2}
@@ -251,17 +258,17 @@ def _eqn_exposures(e: dict, ctx, args: list, stack: list, used: bool) -> set:
                 out.add("ppermute_batch_inverse")
             elif kinds == {"mesh"} and varies and math.prod(ctx.mesh.values()) // size > 1:
                 out.add("ppermute_lowering_multigroup")
-            if any(_transposed(stack, ctx, m) for m in names):
+            if any(transposed(m) for m in names):
                 out.add("ppermute_transpose_forward")
     elif op == "all_gather":
         n = names[0]
         if e["tiled"] and _axis_kind(ctx, n) == "vmap" and varies and args[0].shape[e["axis"]] > 1:
             out.add("all_gather_batch_interleave")
-        if not e["tiled"] and sizes[n] >= 2 and _transposed(stack, ctx, n):
+        if not e["tiled"] and sizes[n] >= 2 and transposed(n):
             out.add("all_gather_transpose_mean")
     elif op == "psum_scatter":
         n, d = names[0], e["axis"]
-        if sizes[n] >= 2 and d >= 1 and math.prod(args[0].shape[:d]) > 1 and _transposed(stack, ctx, n):
+        if sizes[n] >= 2 and d >= 1 and math.prod(args[0].shape[:d]) > 1 and transposed(n):
             out.add("psum_scatter_transpose_axis0")
     elif op == "all_to_all":
         n = names[0]
@@ -339,9 +346,11 @@ def exposures(program: dict, live_only: bool = True, live: dict | None = None) -
     (:func:`live_equations`, or ``live`` when the caller has it already); False counts dead code too.
     """
     from fuzz import typecheck as T
+    from fuzz.features import active_values
 
     stacks: dict = {}
     found: set = set()
+    active = active_values(program)
     if not live_only:
         live = None
     elif live is None:
@@ -366,9 +375,9 @@ def exposures(program: dict, live_only: bool = True, live: dict | None = None) -
     def on_eqn(e, ctx, args) -> None:
         if live is None:  # dead code counts: every value is taken as used, a callback's result when it has one
             used = bool(e["outs"]) if e["op"] == "io_callback" else True
-            found.update(_eqn_exposures(e, ctx, args, stacks.get(id(e), []), used))
+            found.update(_eqn_exposures(e, ctx, args, stacks.get(id(e), []), used, active))
         elif id(e) in live:
-            found.update(_eqn_exposures(e, ctx, args, stacks.get(id(e), []), live[id(e)]))
+            found.update(_eqn_exposures(e, ctx, args, stacks.get(id(e), []), live[id(e)], active))
 
     mesh = dict(zip(program["mesh"]["axis_names"], program["mesh"]["axis_sizes"]))
     for call in program["calls"]:

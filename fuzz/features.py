@@ -105,3 +105,50 @@ def op_names(program: dict) -> frozenset:
     from fuzz.reduce import _scopes
 
     return frozenset(e["op"] for _, fn in _scopes(program) for e in fn["eqns"]) - {"call"}
+
+
+def active_values(program: dict) -> frozenset:
+    """The variables of ``program`` (a program dict, ``fuzz/schemas/program.schema.json``) that a
+    derivative reaches, its *active* values as automatic differentiation calls them.
+
+    A static walk of the program's calls: a derivative in a transform chain (grad,
+    value_and_grad, jacrev, jacfwd: their ``argnums``; jvp, vjp, linearize: every argument)
+    makes those arguments active, every other transform passes its arguments through in order;
+    in a body the active parameters and captures are active, and so are an equation's results
+    when it reads an active value (a nested call's captures included) and is not a
+    ``stop_gradient``. A function called under several chains counts as active where any
+    chain makes it so. Raises nothing on a valid program; KeyError on a call of an undefined
+    function. Used by the generator's tests (strategies/programs.py tracks the same while it
+    draws) and by benchmarks/seeded.py (a transpose mutant's operand must be active).
+    """
+    from fuzz.typecheck import JACOBIANS, LINEARIZED
+
+    differentiating = ("grad", "value_and_grad") + LINEARIZED + JACOBIANS
+    active: set = set()
+
+    def reads(e: dict) -> set:
+        out = set(e["args"])
+        if e["op"] == "call":
+            for inner in e["fn"]["eqns"]:
+                out |= reads(inner)
+            out |= set(e["fn"]["results"])
+        return out
+
+    def through(transforms: list, flags: list) -> list:
+        for t in transforms:
+            if t["kind"] in differentiating:
+                wrt = t.get("argnums", range(len(flags)))
+                flags = [a or i in wrt for i, a in enumerate(flags)]
+        return flags
+
+    def walk(fn: dict, flags: list) -> None:
+        active.update(p for p, a in zip(fn["params"], flags) if a)
+        for e in fn["eqns"]:
+            if e["op"] == "call":
+                walk(e["fn"], through(e["transforms"], [a in active for a in e["args"]]))
+            if e.get("stop_gradient") is not True and reads(e) & active:
+                active.update(e["outs"])
+
+    for c in program["calls"]:
+        walk(program["functions"][c["function"]], through(c["transforms"], [False] * len(c["args"])))
+    return frozenset(active)

@@ -320,47 +320,41 @@ def test_a_wrong_ppermute_transpose_inside_the_body_is_caught_only_by_a_varying_
     assert len(drawn) >= 3, drawn
 
 
-def _active_values(p: dict) -> set:
-    """The values of ``p`` a derivative reaches, computed on the program's JSON independently of
-    the generator: a derivative's argnums (every argument for jvp / vjp / linearize), other
-    transforms passing arguments through in order; in a body, the active parameters and
-    captures, and each equation's results when it reads one (nested bodies' captures
-    included) and is not a stop_gradient."""
-    from strategies.programs import DIFFERENTIATING, _reads
+def test_active_values_follow_argnums_calls_captures_and_stop_gradient():
+    """fuzz.features.active_values: grad's argnums only; through a vmap in order; a captured
+    active value makes a nested body's results active; a captured input and what only it
+    reaches, a parameter outside argnums and an io_callback under stop_gradient do not."""
+    from fuzz.features import active_values
 
-    active: set = set()
-
-    def through(transforms, flags):
-        for t in transforms:
-            if t["kind"] in DIFFERENTIATING:
-                wrt = t.get("argnums", range(len(flags)))
-                flags = [a or i in wrt for i, a in enumerate(flags)]
-        return flags
-
-    def walk(f, flags):
-        active.update(q for q, a in zip(f["params"], flags) if a)
-        for e in f["eqns"]:
-            if e["op"] == "call":
-                walk(e["fn"], through(e["transforms"], [a in active for a in e["args"]]))
-            if e.get("stop_gradient") is not True and _reads([e]) & active:
-                active.update(e["outs"])
-
-    for c in p["calls"]:
-        walk(p["functions"][c["function"]], through(c["transforms"], [False] * len(c["args"])))
-    return active
+    inner = fn(["b1"], [eqn("sin", ["b1"], ["w1"]), eqn("mul", ["w1", "v1"], ["w2"]),
+                        eqn("cos", ["x1"], ["w3"])], ["w2", "w3"])
+    body = fn(["a1", "a2"], [eqn("sin", ["a1"], ["v1"]), eqn("cos", ["a2"], ["v2"]), eqn("sin", ["x1"], ["v3"]),
+                             eqn("call", ["v3"], ["v4", "v5"], transforms=[vmap([0], [0, 0])], fn=inner),
+                             eqn("io_callback", ["v1"], ["v6"], tag="t", ordered=False, returns=True,
+                                 stop_gradient=True),
+                             eqn("add", ["v1", "v2"], ["v7"])], ["v7"])
+    p = program(inputs=[("x0", (4,), 0), ("x1", (4,), 1)], functions={"f": body},
+                calls=[call("f", [{"kind": "grad", "argnums": [0]}], ["x0", "x1"])])
+    got = active_values(p)
+    # v1 reaches the nested body as a capture: its mul is active, and with it the call's results
+    assert got == {"a1", "v1", "w2", "v4", "v5", "v7"}, sorted(got)
+    p["calls"][0]["transforms"] = [{"kind": "vjp", "seed": 1}]  # every argument
+    assert {"a2", "v2"} <= active_values(p)
+    p["calls"][0]["transforms"] = [JIT]  # no derivative: nothing active
+    assert active_values(p) == frozenset()
 
 
 def test_under_a_derivative_operands_are_picked_among_the_values_it_reaches(monkeypatch):
     """Scope.local, among which an op under a derivative picks its operand 3 times in 4, holds
-    exactly values the derivative reaches (checked against an independent walk of each drawn
-    program), and leaves out the body's values computed from captured constants only (a
-    psum_scatter of such a value never runs its transpose: session 40's silent seeded mutant).
-    Fails if Scope.local is the body's own values again (the left-out count is 0 then... and
-    the subset check fails)."""
+    only values the derivative reaches (checked against fuzz.features.active_values, a walk of
+    each drawn program's JSON), and leaves out the body's values computed from captured
+    constants only (a psum_scatter of such a value never runs its transpose: session 40's
+    silent seeded mutant). The subset check fails on session 39's rule (the body's own values)."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hseed
 
     import strategies.programs as SP
+    from fuzz.features import active_values
     from fuzz.ops.base import Scope
     from strategies.fresh import fresh_backend
 
@@ -385,7 +379,7 @@ def test_under_a_derivative_operands_are_picked_among_the_values_it_reaches(monk
                   suppress_health_check=list(HealthCheck), backend=fresh_backend())
         @given(SP.programs())
         def check(p):
-            active = _active_values(p)
+            active = active_values(p)
             count["programs"] += 1
             for local, visible in seen:
                 assert local <= active, (sorted(local - active), p)

@@ -102,6 +102,20 @@ def test_exposure_knows_where_a_collective_is_transposed():
     assert "ppermute_batch_inverse" in seeded.exposures(vmap_axis)
 
 
+def test_exposure_of_a_transpose_needs_an_operand_the_derivative_reaches():
+    """A collective of a captured constant under a derivative is never transposed (its operand
+    is no active value, fuzz.features.active_values): no transpose exposure; of the
+    differentiated parameter it is. Session 40: 4 of 6 silent programs counted for
+    psum_scatter_transpose_axis0 scattered such a constant. Fails without the active check."""
+    def prog(operand):
+        f = fn(["a1"], [eqn("psum_scatter", [operand], ["v1"], axes=["x"], axis=1)], ["v1"])
+        return program(mesh=(("x", 4),), inputs=[("x0", (2, 8), 3), ("x1", (2, 8), 4)], functions={"f0": f},
+                       calls=[{"function": "f0", "args": ["x0"],
+                               "transforms": [{"kind": "vjp", "seed": 1}, shard_map([[None, None]], [[None, ["x"]]])]}])
+    assert "psum_scatter_transpose_axis0" in seeded.exposures(prog("a1"))
+    assert "psum_scatter_transpose_axis0" not in seeded.exposures(prog("x1"))
+
+
 def test_detection_counts_caused_value_findings_seen_in_time():
     rows = [{"oracle": "internal-error", "caused": True, "first_seconds": 5.0},
             {"oracle": "differential", "caused": False, "first_seconds": 6.0},
