@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from fuzz import ops as O
-from fuzz.typecheck import transform_name
+from fuzz.typecheck import DIFFERENTIATING, transform_name
 
 # Transform kinds whose feature name differs: JAX's name (``jax.lax.map``), not the IR's.
 KIND_FEATURES = {"map": "lax_map"}
@@ -107,6 +107,29 @@ def op_names(program: dict) -> frozenset:
     return frozenset(e["op"] for _, fn in _scopes(program) for e in fn["eqns"]) - {"call"}
 
 
+def names_read(eqns: list) -> set:
+    """The variable names the equations ``eqns`` (a function body's, program dict format) read,
+    nested calls' bodies (their captures and results) included. Raises nothing."""
+    out = set()
+    for e in eqns:
+        out.update(e["args"])
+        if e["op"] == "call":
+            out |= names_read(e["fn"]["eqns"]) | set(e["fn"]["results"])
+    return out
+
+
+def active_through(t: dict, flags: list) -> list:
+    """Per argument of the function under transform ``t`` (a program dict's transform), whether
+    a derivative reaches it, given ``flags`` for the arguments of ``t`` itself: a derivative
+    (fuzz.typecheck.DIFFERENTIATING) adds its ``argnums`` (every argument without them: jvp,
+    vjp, linearize); every other transform passes its arguments through in order (each keeps
+    their count: fuzz.typecheck.enter). Raises nothing."""
+    if t["kind"] not in DIFFERENTIATING:
+        return list(flags)
+    wrt = t.get("argnums", range(len(flags)))
+    return [a or i in wrt for i, a in enumerate(flags)]
+
+
 def active_values(program: dict) -> frozenset:
     """The variables of ``program`` (a program dict, ``fuzz/schemas/program.schema.json``) that a
     derivative reaches, its *active* values as automatic differentiation calls them.
@@ -121,24 +144,11 @@ def active_values(program: dict) -> frozenset:
     function. Used by the generator's tests (strategies/programs.py tracks the same while it
     draws) and by benchmarks/seeded.py (a transpose mutant's operand must be active).
     """
-    from fuzz.typecheck import JACOBIANS, LINEARIZED
-
-    differentiating = ("grad", "value_and_grad") + LINEARIZED + JACOBIANS
     active: set = set()
-
-    def reads(e: dict) -> set:
-        out = set(e["args"])
-        if e["op"] == "call":
-            for inner in e["fn"]["eqns"]:
-                out |= reads(inner)
-            out |= set(e["fn"]["results"])
-        return out
 
     def through(transforms: list, flags: list) -> list:
         for t in transforms:
-            if t["kind"] in differentiating:
-                wrt = t.get("argnums", range(len(flags)))
-                flags = [a or i in wrt for i, a in enumerate(flags)]
+            flags = active_through(t, flags)
         return flags
 
     def walk(fn: dict, flags: list) -> None:
@@ -146,7 +156,7 @@ def active_values(program: dict) -> frozenset:
         for e in fn["eqns"]:
             if e["op"] == "call":
                 walk(e["fn"], through(e["transforms"], [a in active for a in e["args"]]))
-            if e.get("stop_gradient") is not True and reads(e) & active:
+            if e.get("stop_gradient") is not True and names_read([e]) & active:
                 active.update(e["outs"])
 
     for c in program["calls"]:

@@ -100,6 +100,9 @@ REVERSE = "reverse_mode"
 FORWARD_MODE = O.custom.FORWARD_MODE  # declared with the op it keeps out
 # Jacobians (jax.jacrev / jax.jacfwd with one int argnums): typed as grad underneath.
 JACOBIANS = ("jacrev", "jacfwd")
+# Transforms that take a derivative of the function under them: with respect to their
+# ``argnums`` (grad, value_and_grad, the Jacobians), or every argument (LINEARIZED).
+DIFFERENTIATING = ("grad", "value_and_grad") + LINEARIZED + JACOBIANS
 # jax.checkpoint's policies the program model names (jax.checkpoint_policies.<name>, present on
 # jax 0.4.26 to 0.10.2, checked); None: no policy (remat everything).
 CHECKPOINT_POLICIES = (None, "everything_saveable", "nothing_saveable", "dots_saveable")

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from fuzz import ops as O
 from fuzz import typecheck as T
+from fuzz.features import active_through, names_read
 from fuzz.ops.base import FLOATS, INT, Op, Scope
 from fuzz.render import NEWEST_CAPS
 
@@ -48,8 +49,6 @@ CORE = frozenset({"jit", "shard_map", "vmap", "grad", "call", "spmd_axis_name", 
 MAX_ELEMENTS = 4096
 MAX_RANK = 4
 RARE_KINDS = ("jac", "cond", "linearize", "loop", "scan")  # one entry of the transform draw (see _Gen.transform_in)
-# transforms that take a derivative of the function under them (see _Gen.function's ``differentiated``)
-DIFFERENTIATING = ("grad", "value_and_grad") + T.LINEARIZED + T.JACOBIANS
 # results of a function body at most (the most recent sinks): eight made programs 23% larger
 # (8.9 equations against 7.2: a rank-1 glue, a loss term and a conversion per extra result)
 # and slower per program, for few more live equations (see _Gen.function)
@@ -416,11 +415,7 @@ class _Gen:
                                         differentiated=differentiated, active=active)
             return [], fn, results
         inner_ctx, inner_args = T.enter(t, ctx, args)
-        if t["kind"] in DIFFERENTIATING:
-            wrt = t.get("argnums", range(len(args)))
-            active = [a or i in wrt for i, a in enumerate(active)]
-        if len(inner_args) != len(active):  # (no transform changes the count today; kept safe)
-            active = [any(active)] * len(inner_args)
+        active = active_through(t, active)
         if T.sealed(t, ctx):
             env = {}  # no capture into shard_map or auto_axes on an Explicit mesh (fuzz.typecheck.sealed)
         is_grad = t["kind"] in ("grad", "value_and_grad")
@@ -430,7 +425,7 @@ class _Gen:
             scalar_ok=(scalar_ok and t["kind"] != "shard_map") or t["kind"] in ("vmap", "map", "scan")
             or (t["kind"] in T.JACOBIANS and args[t["argnums"][0]].rank >= 1),  # (the argument's dims follow)
             in_grad_chain=in_grad_chain or is_grad,
-            differentiated=differentiated or t["kind"] in DIFFERENTIATING, active=active,
+            differentiated=differentiated or t["kind"] in T.DIFFERENTIATING, active=active,
             scan_body=[a for a, ax in zip(inner_args, t["in_axes"]) if ax is None] if t["kind"] == "scan" else None)
         if t["kind"] in T.JACOBIANS and max((r.rank for r in inner_results), default=0) \
                 + args[t["argnums"][0]].rank > JAC_MAX_RANK:
@@ -499,7 +494,7 @@ class _Gen:
                 break  # nothing this program may draw applies here: the identity path
             for e, outs in drawn:
                 eqns.append(e)
-                reached = e.get("stop_gradient") is not True and bool(_reads([e]) & act)
+                reached = e.get("stop_gradient") is not True and bool(names_read([e]) & act)
                 for v, t in outs:
                     local[v] = t
                     new_vars.append(v)
@@ -515,7 +510,7 @@ class _Gen:
         # 38% of the collectives and 27% of all ops dead (68% of the conversions, 85% of
         # argmax / argmin); now 8% and 4% (benchmarks/seeded.py live_equations over 2000
         # drawn programs, seed 1, jax 0.10.2's capabilities)
-        read = _reads(eqns)
+        read = names_read(eqns)
         for v in [v for v in new_vars if local[v].dtype != T.FLOAT and v not in read]:
             got = self.as_float32(ctx, v, local[v])
             if got is not None:
@@ -550,7 +545,7 @@ class _Gen:
             # rule: a grad over some of the parameters only still counts the others.
             reached = {p for p, t in zip(params, param_types) if t.dtype == T.FLOAT}
             for e in eqns:
-                if e.get("stop_gradient") is not True and _reads([e]) & reached:
+                if e.get("stop_gradient") is not True and names_read([e]) & reached:
                     reached.update(o for o in e["outs"] if local[o].dtype in FLOATS)
             total = None
             for r in chosen:
@@ -880,16 +875,6 @@ class _Gen:
         outs = [self.var() for _ in results]
         e = {"op": "call", "args": args, "outs": outs, "transforms": transforms, "fn": fn}
         return e, list(zip(outs, results))
-
-
-def _reads(eqns: list) -> set:
-    """The variables the equations read, nested calls' bodies (their captures) included."""
-    out = set()
-    for e in eqns:
-        out.update(e["args"])
-        if e["op"] == "call":
-            out |= _reads(e["fn"]["eqns"]) | set(e["fn"]["results"])
-    return out
 
 
 def small_first(draw, lo: int, hi: int) -> int:

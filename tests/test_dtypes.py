@@ -287,7 +287,7 @@ def test_values_of_other_dtypes_reach_a_result():
     float32 (``Op.as_float32``) and so can be a result: without it most of them were dead code,
     whose wrong values no oracle compares (strategies.programs ``_Gen.function``). Fails when a
     drawn body leaves such a value unread, or when none was drawn at all."""
-    from strategies.programs import _reads
+    from fuzz.features import names_read
 
     seen = {"low": 0}
 
@@ -299,7 +299,7 @@ def test_values_of_other_dtypes_reach_a_result():
             (o, t.dtype) for o, t in zip(e["outs"], T.eqn_types(e, args, ctx))) if e["op"] != "call" else None)
 
         def walk(fn):
-            read = _reads(fn["eqns"]) | set(fn["results"])
+            read = names_read(fn["eqns"]) | set(fn["results"])
             for e in fn["eqns"]:
                 if e["op"] == "call":
                     walk(e["fn"])

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 
-from fuzz.features import features
+from fuzz.features import features, names_read
 from fuzz.program import CorpusError, load_entry, make_entry, save_entry, schema, validate_program
 from fuzz.render import NEWEST_CAPS, render
 from fuzz.typecheck import ProgramError, check_program
@@ -579,16 +579,6 @@ def test_a_body_with_a_shard_map_is_called_inside_or_outside_a_shard_map_not_bot
         agree_with_jax(worker, nested_shard_map_program(calls))  # each alone is valid
 
 
-def _names_read(e: dict) -> set:
-    """Every name an equation reads, a nested call's body included (its captures)."""
-    out = set(e["args"])
-    if e["op"] == "call":
-        for x in e["fn"]["eqns"]:
-            out |= _names_read(x)
-        out |= set(e["fn"]["results"])
-    return out
-
-
 def test_a_grad_loss_scales_the_terms_the_parameters_do_not_reach():
     # a term of captured values only, added to a loss, is a constant under grad: its value
     # cannot reach the gradient (a seeded ppermute mutant stayed silent so). Such a term c
@@ -629,7 +619,7 @@ def test_a_grad_loss_scales_the_terms_the_parameters_do_not_reach():
             for e in fn["eqns"]:
                 if e["op"] == "call":
                     walk(e["fn"])
-                if e.get("stop_gradient") is not True and _names_read(e) & reached:
+                if e.get("stop_gradient") is not True and names_read([e]) & reached:
                     reached.update(o for o in e["outs"] if dtypes.get(o, T.FLOAT) in FLOATS)
                 for o in e["outs"]:
                     reached_in[o] = reached
