@@ -138,8 +138,8 @@ def active_values(program: dict) -> frozenset:
     value_and_grad, jacrev, jacfwd: their ``argnums``; jvp, vjp, linearize: every argument)
     makes those arguments active, every other transform passes its arguments through in order;
     in a body the active parameters and captures are active, and so are an equation's results
-    when it reads an active value (a nested call's captures included) and is not a
-    ``stop_gradient``. A function called under several chains counts as active where any
+    when it reads an active value visible there (a nested call's active captures included,
+    not values active only inside it) and is not a ``stop_gradient``. A function called under several chains counts as active where any
     chain makes it so. Raises nothing on a valid program; KeyError on a call of an undefined
     function. Used by the generator's tests (strategies/programs.py tracks the same while it
     draws) and by benchmarks/seeded.py (a transpose mutant's operand must be active).
@@ -151,14 +151,17 @@ def active_values(program: dict) -> frozenset:
             flags = active_through(t, flags)
         return flags
 
-    def walk(fn: dict, flags: list) -> None:
-        active.update(p for p, a in zip(fn["params"], flags) if a)
+    def walk(fn: dict, flags: list, outer: frozenset) -> None:
+        # ``here``: the active values visible in this body (a nested body's own values are not:
+        # a derivative taken inside a nested call of constants gives a constant)
+        here = set(outer) | {p for p, a in zip(fn["params"], flags) if a}
         for e in fn["eqns"]:
             if e["op"] == "call":
-                walk(e["fn"], through(e["transforms"], [a in active for a in e["args"]]))
-            if e.get("stop_gradient") is not True and names_read([e]) & active:
-                active.update(e["outs"])
+                walk(e["fn"], through(e["transforms"], [a in here for a in e["args"]]), frozenset(here))
+            if e.get("stop_gradient") is not True and names_read([e]) & here:
+                here.update(e["outs"])
+        active.update(here)
 
     for c in program["calls"]:
-        walk(program["functions"][c["function"]], through(c["transforms"], [False] * len(c["args"])))
+        walk(program["functions"][c["function"]], through(c["transforms"], [False] * len(c["args"])), frozenset())
     return frozenset(active)
