@@ -380,7 +380,7 @@ def test_under_a_derivative_operands_are_picked_among_the_values_it_reaches(monk
 
     monkeypatch.setattr(Scope, "sample", sample)
     monkeypatch.setattr(SP._Gen, "__init__", init)
-    count = {"programs": 0, "picks": 0, "exact": 0, "left_out": 0}
+    count = {"programs": 0, "picks": 0, "exact": 0}
     for s in range(61, 67):
         @hseed(s)
         @settings(max_examples=40, phases=[Phase.generate], database=None, deadline=None,
@@ -397,10 +397,8 @@ def test_under_a_derivative_operands_are_picked_among_the_values_it_reaches(monk
                 else:
                     assert local <= active, (sorted(local - active), p)
                 count["picks"] += 1
-                count["left_out"] += len(visible - local)
         check()
     assert count["programs"] >= 200 and count["picks"] >= 100 and count["exact"] >= 50, count
-    assert count["left_out"] > 0, count
 
 
 @pytest.mark.slow  # (a statistic over drawn programs, 25 s: the default run stays under CI's 10 minutes)
