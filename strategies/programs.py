@@ -221,7 +221,7 @@ class _Gen:
         # programs to 27% (measured side by side on jax 0.10.2, 300 programs / 240 s). Two
         # entries were right while Hypothesis' mutants held programs near the simplest; drawn
         # afresh (strategies.fresh), one entry gave more distinct signatures on 3 seeds of 3
-        # and x1.12 programs/s (session 39, benchmarks/campaigns.py revs, README)
+        # and x1.12 programs/s (session 39, benchmarks/campaigns.py revs, docs/measurements.md)
         rare = [k for k in kinds if k in RARE_KINDS]
         if rare:
             kinds = [k for k in kinds if k not in RARE_KINDS] + ["rare"]

@@ -6,7 +6,7 @@ evaluates it, and no finding outside the corpus says that *values* are wrong
 would be a bug of shardfuzz's reference or a JAX bug to triage into ``corpus/``.
 
 JAX's own exceptions and crashes on generated programs are live upstream bugs (about
-one program in five on jax 0.10.2, see the README): the quick default profile records
+one program in five on jax 0.10.2, see docs/measurements.md): the quick default profile records
 them with ``note`` and goes on, so that CI does not fail on upstream bugs nobody has
 triaged yet. ``pytest --hypothesis-profile=long`` is a campaign: there any finding
 outside the corpus fails the test, shrunk, with its repro.
