@@ -110,7 +110,8 @@ def test_jax_34211_needs_the_reports_site_in_the_failing_call():
 
 def test_jax_25699_needs_an_axis_index_over_a_size_one_manual_axis():
     """The report's abort with an axis_index over a size-1 axis of a partial-manual shard_map;
-    over a size-2 axis, or the same abort in a program without axis_index, is something else."""
+    over a size-2 axis, another IsManual check, or the same abort in a program without axis_index,
+    is something else."""
     check = "Check failed: hlo->sharding().IsManual() || hlo->sharding().IsManualSubgroup()"
     for sizes, want in (((1, 2), True), ((2, 2), False)):
         body = fn(["a"], [eqn("axis_index", ["a"], ["b"], axes=["i"])], ["b"])
@@ -120,6 +121,11 @@ def test_jax_25699_needs_an_axis_index_over_a_size_one_manual_axis():
                     calls=[{"function": "f", "args": ["x"], "transforms": [{"kind": "jit"}, sm]}])
         assert rediscover.KINDS["jax-25699"](Finding("crash", "SIGABRT", check), p) is want, sizes
         assert not rediscover.KINDS["jax-25699"](Finding("crash", "SIGABRT", "Check failed: other"), p)
+        # the signature's elided form of the report's check matches; XLA's other IsManual check does not
+        elided = "Check failed: hlo->sharding(…).IsManual(…) || hlo->sharding(…).IsManualSubgroup(…)"
+        assert rediscover.KINDS["jax-25699"](Finding("crash", "SIGABRT", elided), p) is want, sizes
+        other = "Check failed: target.IsManualSubgroup() == sharding().IsManualSubgroup() (0 vs. 1)"
+        assert not rediscover.KINDS["jax-25699"](Finding("crash", "SIGABRT", other), p)
 
 
 def test_xla_49122_is_not_a_dynamic_slice_of_a_captured_array():
