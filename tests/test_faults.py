@@ -199,6 +199,19 @@ def test_a_bad_worker_memory_setting_is_a_one_line_error(monkeypatch, value):
     assert default_memory_limit() >= 2 << 30
 
 
+WAIT_FOR_EXIT = """
+import time
+for _ in range(1200):
+    try:
+        with open("/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                break
+    except OSError:
+        break
+    time.sleep(0.1)
+"""
+
+
 def test_a_lowering_worker_past_its_limit_is_stopped_while_the_other_is_waited_for():
     """Worker.collect(watch=...) checks the lowering worker's memory while it waits for the main
     one: the runaway lowering worker is stopped long before the main program ends, and its own
@@ -213,9 +226,14 @@ def test_a_lowering_worker_past_its_limit_is_stopped_while_the_other_is_waited_f
     try:
         source = render(p, main.caps)
         lowering.submit(inject_module(source, "memory"), "only")
-        main.submit(source + "\nimport time\ntime.sleep(6)\n")
+        # the main program lasts until the lowering worker is stopped (a zombie until reaped, or
+        # gone), up to 120 s: a fixed 6 s was too short for it to import JAX and grow on a loaded
+        # 2-core machine (session 41: the breach came after the main program had ended)
+        main.submit(source + WAIT_FOR_EXIT.format(pid=lowering.proc.pid))
         assert main.collect(60, watch=(lowering,))["status"] == "ok"
-        assert lowering._breach is not None and lowering.proc.poll() is not None  # stopped while main ran
+        assert lowering._breach is not None  # stopped (killed) while main ran
+        # (its threads may still be exiting: a killed process is reaped once all have)
+        assert lowering.proc.wait(timeout=30) is not None
         out = lowering.collect(60)
         assert out["status"] == "memory" and out["rss"] > 3 << 29, out.get("status")
         assert lowering.run(source, 60, lower="only")["status"] == "ok"  # a fresh lowering worker
