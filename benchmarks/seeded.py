@@ -262,7 +262,9 @@ def _eqn_exposures(e: dict, ctx, args: list, stack: list, used: bool, active=Non
                 out.add("ppermute_transpose_forward")
     elif op == "all_gather":
         n = names[0]
-        if e["tiled"] and _axis_kind(ctx, n) == "vmap" and varies and args[0].shape[e["axis"]] > 1:
+        # (a vmap axis of size 1 has one example: nothing to interleave; session 41's hit rate
+        # found such all_to_alls counted as exposed)
+        if e["tiled"] and _axis_kind(ctx, n) == "vmap" and sizes[n] >= 2 and varies and args[0].shape[e["axis"]] > 1:
             out.add("all_gather_batch_interleave")
         if not e["tiled"] and sizes[n] >= 2 and transposed(n):
             out.add("all_gather_transpose_mean")
@@ -272,7 +274,7 @@ def _eqn_exposures(e: dict, ctx, args: list, stack: list, used: bool, active=Non
             out.add("psum_scatter_transpose_axis0")
     elif op == "all_to_all":
         n = names[0]
-        if (_axis_kind(ctx, n) == "vmap" and varies and e["split_axis"] == e["concat_axis"]
+        if (_axis_kind(ctx, n) == "vmap" and sizes[n] >= 2 and varies and e["split_axis"] == e["concat_axis"]
                 and args[0].shape[e["split_axis"]] // sizes[n] > 1):
             out.add("all_to_all_batch_interleave")
     elif op in ("psum", "pmean"):

@@ -420,3 +420,16 @@ def test_a_finding_that_shows_without_the_mutant_keeps_its_program(tmp_path):
     assert row["caused"] is False, row["replay"]
     assert row["replay"] == "with the mutant: shows; without: shows"
     assert row["program"] == entry["program"]
+
+
+def test_a_batching_interleave_needs_a_vmap_axis_of_two_or_more_examples():
+    """all_gather / all_to_all over a vmap axis of size 1 exchange nothing: no interleave to see."""
+    def prog(size, op, **params):
+        body = fn(["a1"], [eqn(op, ["a1"], ["v1"], axes=["i"], **params)], ["v1"])
+        return program(mesh=(("x", 1),), inputs=[("x0", (size, 8), 3)], functions={"f0": body},
+                       calls=[{"function": "f0", "transforms": [vmap([0], [0], axis_name="i")], "args": ["x0"]}])
+    a2a = dict(split_axis=0, concat_axis=0)
+    assert "all_to_all_batch_interleave" in seeded.exposures(prog(2, "all_to_all", **a2a))
+    assert "all_to_all_batch_interleave" not in seeded.exposures(prog(1, "all_to_all", **a2a))
+    assert "all_gather_batch_interleave" in seeded.exposures(prog(2, "all_gather", axis=0, tiled=True))
+    assert "all_gather_batch_interleave" not in seeded.exposures(prog(1, "all_gather", axis=0, tiled=True))
