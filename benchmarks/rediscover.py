@@ -183,6 +183,10 @@ def _axis_index_of_size_one_in_partial_manual(program: dict) -> bool:
         for c in program["calls"])
 
 
+# the report's abort (jax-25699), in a message as raised or with its parentheses elided as a signature has them
+IS_MANUAL_CHECK = re.compile(r"hlo->sharding\([^)]*\)\.IsManual\([^)]*\) \|\| hlo->sharding\([^)]*\)\.IsManualSubgroup")
+
+
 def kind_25699(f, program) -> bool:
     """The worker aborts on XLA's check that an iota (axis_index's lowering in a partially manual
     computation) is manual, in a program with an axis_index over a size-1 manual axis of a
@@ -193,9 +197,6 @@ def kind_25699(f, program) -> bool:
     partial-manual shard_map with no axis_index at all (another bug, gone by 0.10.2)."""
     return (f.oracle == "crash" and IS_MANUAL_CHECK.search(f.message) is not None
             and _axis_index_of_size_one_in_partial_manual(program))
-
-
-IS_MANUAL_CHECK = re.compile(r"hlo->sharding\([^)]*\)\.IsManual\([^)]*\) \|\| hlo->sharding\([^)]*\)\.IsManualSubgroup")
 
 
 KINDS = {"A": kind_a, "B": kind_b, "C": kind_c,

@@ -249,6 +249,12 @@ def _eqn_exposures(e: dict, ctx, args: list, stack: list, used: bool, active=Non
     names = (e.get("axes") or []) if op in _COLLECTIVES else []
     sizes = {n: ctx.axis(n).size for n in names}
     varies = bool(names) and names[0] in args[0].vma  # the operand differs along the (first) axis
+
+    def batch(n: str) -> bool:
+        """``n`` is a vmap axis of two or more examples (over one, a collective exchanges nothing:
+        session 41's hit rate found all_to_alls over size-1 vmaps counted as exposed)."""
+        return _axis_kind(ctx, n) == "vmap" and sizes[n] >= 2
+
     if op == "ppermute":  # (over one axis or several: the linear index over them, first name major)
         size = math.prod(sizes.values())
         varies = bool(args[0].vma & set(names))  # (along any of its axes)
@@ -262,9 +268,7 @@ def _eqn_exposures(e: dict, ctx, args: list, stack: list, used: bool, active=Non
                 out.add("ppermute_transpose_forward")
     elif op == "all_gather":
         n = names[0]
-        # (a vmap axis of size 1 has one example: nothing to interleave; session 41's hit rate
-        # found such all_to_alls counted as exposed)
-        if e["tiled"] and _axis_kind(ctx, n) == "vmap" and sizes[n] >= 2 and varies and args[0].shape[e["axis"]] > 1:
+        if e["tiled"] and batch(n) and varies and args[0].shape[e["axis"]] > 1:
             out.add("all_gather_batch_interleave")
         if not e["tiled"] and sizes[n] >= 2 and transposed(n):
             out.add("all_gather_transpose_mean")
@@ -274,15 +278,14 @@ def _eqn_exposures(e: dict, ctx, args: list, stack: list, used: bool, active=Non
             out.add("psum_scatter_transpose_axis0")
     elif op == "all_to_all":
         n = names[0]
-        if (_axis_kind(ctx, n) == "vmap" and sizes[n] >= 2 and varies and e["split_axis"] == e["concat_axis"]
+        if (batch(n) and varies and e["split_axis"] == e["concat_axis"]
                 and args[0].shape[e["split_axis"]] // sizes[n] > 1):
             out.add("all_to_all_batch_interleave")
     elif op in ("psum", "pmean"):
         mesh_names = [n for n in names if _axis_kind(ctx, n) == "mesh"]
         if len(mesh_names) >= 2 and sizes[mesh_names[-1]] >= 2:
             out.add("psum_lowering_two_axes")
-        if len(names) >= 2 and any(_axis_kind(ctx, n) == "vmap" and sizes[n] >= 2 and n not in args[0].vma
-                                   for n in names):
+        if len(names) >= 2 and any(batch(n) and n not in args[0].vma for n in names):
             out.add("psum_batch_unbatched_multi")
     if diff and op in ("add", "sub", "mul", "maximum", "matmul") and len(args) == 2:
         checked = {a.name for a in ctx.axes if a.kind == "mesh" and a.check_vma and a.size >= 2}
