@@ -47,6 +47,7 @@ import numpy as np
 
 from fuzz import ops as O
 from fuzz import typecheck as T
+from fuzz.worker import callback_cells, unique_cells
 
 
 def make_input(seed: int, shape, values: str = "seeded", dtype: str = "float32") -> np.ndarray:
@@ -96,7 +97,8 @@ class Reference:
     """Evaluates a program's calls; see the module docstring for the semantics.
 
     ``evaluate()`` returns ``{"results": [[np.ndarray, ...] per call], "callbacks":
-    [{tag: np.ndarray of distinct float values} per call]}``. Raises ProgramError for
+    [{tag: (n, 2) float64 array of distinct (position, value) rows} per call]}``
+    (``fuzz.worker.callback_cells``). Raises ProgramError for
     an invalid program.
     """
 
@@ -108,6 +110,7 @@ class Reference:
         self.xp = np  # NumPy outside grad (no compilation); jax.numpy inside jax.grad
         self.p = program
         self.log: dict = {}
+        self.ranks = None  # {tag: rank}: fuzz.typecheck.callback_ranks, on the first record
         self.nudge = 0.0  # relative change of every float32 result of an op (see ``nudged``)
 
     # ------------------------------------------------------------------ helpers
@@ -121,11 +124,17 @@ class Reference:
         return self.xp.broadcast_to(x, sizes + x.shape[K:])
 
     def record(self, tag: str, x) -> None:
-        """Note that an io_callback host function ``tag`` receives ``x`` (lock-step: every index)."""
+        """Note that an io_callback host function ``tag`` receives ``x`` (lock-step: every index).
+
+        ``x``: the named axes in scope, then the argument's local dims; its cells
+        (``fuzz.worker.callback_cells``) are keyed by the position within the trailing local
+        dims, as the worker keys what JAX's host functions receive.
+        """
         if self.xp is not np:
             x = self.jax.lax.stop_gradient(x)
-        vals = np.asarray(x, dtype=np.float64).ravel()
-        self.log.setdefault(tag, []).append(vals)
+        if self.ranks is None:
+            self.ranks = T.callback_ranks(self.p)
+        self.log.setdefault(tag, []).append(callback_cells(np, np.asarray(x), self.ranks.get(tag, 0)))
 
     # ------------------------------------------------------------------ functions
     def function(self, fn: dict, ctx: T.Ctx, args: list, arg_types: list, env: dict):
@@ -419,7 +428,7 @@ class Reference:
             outs, _ = self.call(call["transforms"], fn, ctx, [inputs[a] for a in call["args"]],
                                 [in_types[a] for a in call["args"]], env)
             results.append([np.asarray(o) for o in outs])
-            callbacks.append({tag: np.unique(np.concatenate(v)) for tag, v in self.log.items()})
+            callbacks.append({tag: unique_cells(np, v) for tag, v in self.log.items()})
         return {"results": results, "callbacks": callbacks, "nudged": self.nudged}
 
     def __deepcopy__(self, memo):

@@ -5,7 +5,7 @@ one code path, so a repro that does not reproduce cannot be written by construct
 
 The rendered module defines ``mesh``, the inputs, the functions, a list
 ``CALLS = [(label, callable, args), ...]`` and ``CALLBACK_LOG`` (what each io_callback
-host function received, as ``(tag, numpy array)``); run as a script it executes the
+host function received, as ``(tag, numpy array, rank)``); run as a script it executes the
 calls in order and prints their results.
 
 API differences between JAX releases are taken from ``caps`` (the capabilities a worker
@@ -31,7 +31,7 @@ import numpy as np
 
 from fuzz import ops as O
 from fuzz.typecheck import (CHECKPOINT_POLICIES, CONTEXT_MESH, JACOBIANS, LOOP_MAX, LOOPS, ProgramError, check_identifier,
-                             check_program, root_ctx, shard_map_typed, transform_name)
+                             check_program, note_callback_rank, root_ctx, shard_map_typed, transform_name)
 from fuzz.util import hide_install_path
 
 NEWEST_CAPS = {"shard_map": "jax", "check_kw": "check_vma", "partial_manual": "axis_names", "explicit": True,
@@ -427,12 +427,23 @@ class _Renderer:
 
     def callback_host(self, tag: str, returns: bool) -> str:
         """Source of the host function of an io_callback (``tag``: an identifier, already checked)."""
-        return f"log_callback({tag!r}, returns=True)" if returns else f"log_callback({tag!r})"
+        return f"log_callback({tag!r}{', returns=True' if returns else ''}{self._rank(tag)})"
+
+    def _rank(self, tag: str) -> str:
+        """``, rank=N`` for a tag whose argument has N > 0 dims (fuzz.typecheck.note_callback_rank)."""
+        rank = self.ranks.get(tag, 0)
+        return f", rank={int(rank)}" if rank else ""
 
     def prepare(self) -> None:
-        """Type-check the program and note each equation's context (ppermute needs its axis size)."""
-        self.ctx_of = {}
-        check_program(self.p, on_eqn=lambda e, ctx, args: self.ctx_of.__setitem__(id(e), ctx), caps=self.caps)
+        """Type-check the program; note each equation's context (ppermute needs its axis size) and
+        each callback argument's rank (what its host function logs is compared by position)."""
+        self.ctx_of, self.ranks = {}, {}
+
+        def note(e, ctx, args):
+            self.ctx_of[id(e)] = ctx
+            note_callback_rank(self.ranks, e, args)
+
+        check_program(self.p, on_eqn=note, caps=self.caps)
 
     # -- module -------------------------------------------------------------------
     def module(self) -> str:
@@ -482,7 +493,7 @@ class _Renderer:
             head.append("mesh_context = lambda: jax.set_mesh(mesh)  # calls run under the mesh" if self.context_mesh
                         else "mesh_context = contextlib.nullcontext")
         head += [
-            "CALLBACK_LOG = []  # (tag, value) for every value an io_callback host function receives",
+            "CALLBACK_LOG = []  # (tag, value, rank of its local dims) for every value a host function receives",
             "",
             "",
             "def make_input(seed, shape, spec, values=\"seeded\"):",
@@ -497,9 +508,9 @@ class _Renderer:
             "    return jnp.asarray(x) if spec is None else jax.device_put(x, NamedSharding(mesh, spec))",
             "",
             "",
-            "def log_callback(tag, returns=False):",
+            "def log_callback(tag, returns=False, rank=0):",
             "    def host(x):",
-            "        CALLBACK_LOG.append((tag, np.array(x)))",
+            "        CALLBACK_LOG.append((tag, np.array(x), rank))",
             "        return np.array(x) if returns else None",
             "    return host",
             "",
@@ -611,6 +622,15 @@ def array_source(a, module: str = "np") -> str:
     return f"{module}.array({_nested_source(a)}, {module}.{dtype})"
 
 
+def _cells_source(cells) -> str:
+    """Source of ``{position: np.array(values)}`` from a callback's (position, value) rows (oracles/callbacks.py)."""
+    from oracles.callbacks import as_cells
+
+    c = as_cells(cells)
+    pos = np.unique(c[:, 0])
+    return "{" + ", ".join(f"{int(p)}: {array_source(c[c[:, 0] == p, 1])}" for p in pos) + "}"
+
+
 def _identifiers(program: dict) -> set:
     """Every identifier of a program that reaches the source (inputs, functions, params, variables)."""
     out = {i["name"] for i in program["inputs"]} | set(program["functions"])
@@ -657,7 +677,7 @@ class _ReproRenderer(_Renderer):
 
     def callback_host(self, tag: str, returns: bool) -> str:
         if self.record:
-            return f"record({tag!r}, returns=True)" if returns else f"record({tag!r})"
+            return f"record({tag!r}{', returns=True' if returns else ''}{self._rank(tag)})"
         return "lambda x: x" if returns else "lambda x: None"
 
     def mesh_line(self, ind: str) -> str:
@@ -917,8 +937,9 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
         skip = sorted(_id(t) for t in want if kinds.get(t) in MAY_SKIP)
         tail += ["received.clear()", f"out = jax.block_until_ready({expr}({args}))  # {_call_label(j, c)}",
                  "jax.effects_barrier()",
-                 "# expected: the distinct values each io_callback receives (shardfuzz's unsharded reference)",
-                 "expected = {" + ", ".join(f"{_id(t)!r}: {array_source(v)}" for t, v in sorted(want.items())) + "}",
+                 "# expected: the distinct values each host function receives at each position of its argument's "
+                 "local block (shardfuzz's unsharded reference)",
+                 "expected = {" + ", ".join(f"{_id(t)!r}: {_cells_source(v)}" for t, v in sorted(want.items())) + "}",
                  f"check_callbacks(received, expected, may_skip={set(skip) if skip else set()!r})"]
         helpers.add("check_callbacks")
     elif oracle == "determinism":
@@ -1009,26 +1030,32 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
                        '    print("the outputs match: JAX behaves")']
     if "check_callbacks" in helpers:
         helper_src += ["", "",
-                       f"def check_callbacks(received, expected, may_skip=(), tol={tol}):  # as sets of values: "
-                       f"how often a callback runs is not specified; pure_callback / jax.debug.callback calls "
-                       f"may be elided (may_skip)",
+                       f"def check_callbacks(received, expected, may_skip=(), tol={tol}):  # as sets of values "
+                       f"per position: how often a callback runs is not specified; pure_callback / "
+                       f"jax.debug.callback calls may be elided (may_skip)",
                        "    for tag in sorted(set(received) | set(expected)):",
-                       "        got = np.unique(np.concatenate(received.get(tag, [np.zeros(0)])))",
-                       "        want = expected.get(tag, np.zeros(0))",
-                       '        print(f"io_callback {tag!r} received {got}, expected {want}")',
-                       "        missing = [] if tag in may_skip else [w for w in want if not np.any(np.abs(got - w) <= "
-                       "tol * max(1.0, abs(w)))]",
-                       "        extra = [g for g in got if not np.any(np.abs(want - g) <= tol * max(1.0, abs(g)))]",
-                       '        assert not missing and not extra, f"io_callback {tag!r}: missing {missing}, '
-                       'unexpected {extra}"',
-                       '    print("every io_callback received what it should: JAX behaves")',
+                       "        got = {}  # position within the argument's local (trailing) dims -> values",
+                       "        for x, rank in received.get(tag, []):",
+                       "            if x.size:",
+                       "                for p, col in enumerate(x.reshape(-1, int(np.prod(x.shape[x.ndim - rank:]))).T):",
+                       "                    got.setdefault(p, set()).update(col.tolist())",
+                       "        want = expected.get(tag, {})",
+                       "        for p in sorted(set(got) | set(want)):",
+                       "            g, w = np.array(sorted(got.get(p, ()))), np.asarray(want.get(p, np.zeros(0)))",
+                       '            print(f"callback {tag!r} at position {p}: received {g}, expected {w}")',
+                       "            missing = [] if tag in may_skip else [v for v in w if not np.any(np.abs(g - v) <= "
+                       "tol * max(1.0, abs(v)))]",
+                       "            extra = [v for v in g if not np.any(np.abs(w - v) <= tol * max(1.0, abs(v)))]",
+                       '            assert not missing and not extra, f"callback {tag!r} at position {p}: missing '
+                       '{missing}, unexpected {extra}"',
+                       '    print("every callback received what it should: JAX behaves")',
                        "", "",
-                       "received = {}  # io_callback tag -> the values its host function received",
+                       "received = {}  # callback tag -> [(array its host function received, rank of the local dims)]",
                        "",
                        "",
-                       "def record(tag, returns=False):  # an io_callback host function that keeps what it receives",
+                       "def record(tag, returns=False, rank=0):  # a host function that keeps what it receives",
                        "    def host(x):",
-                       "        received.setdefault(tag, []).append(np.asarray(x, np.float64).ravel())",
+                       "        received.setdefault(tag, []).append((np.asarray(x, np.float64), rank))",
                        "        return x if returns else None",
                        "    return host"]
     every = set(rr.helpers).union(*[_helpers_of(h, caps) for h in history])

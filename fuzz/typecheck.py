@@ -1043,6 +1043,30 @@ def nesting_recorder(seen: dict, on_eqn=None):
     return note
 
 
+def note_callback_rank(ranks: dict, eqn: dict, arg_types: list) -> None:
+    """Note in ``ranks`` ({tag: int}) the rank of the argument a tagged callback equation logs.
+
+    A callback's host function receives its argument's *local* value (one device's block in
+    a shard_map, one example under a sequential vmap) with any batch dims leading (the
+    External callbacks guide, https://docs.jax.dev/en/latest/external-callbacks.html, and
+    ``vmap_method`` in the ``jax.pure_callback`` docstring): the trailing ``rank`` dims
+    index the same elements in JAX's calls and in the reference's, which the callbacks
+    oracle compares position by position. A tag met with two ranks gets 0 (values only).
+    """
+    tag = eqn.get("tag")
+    if tag is None or not arg_types:
+        return
+    rank = len(arg_types[0].shape)
+    ranks[tag] = rank if ranks.get(tag, rank) == rank else 0
+
+
+def callback_ranks(program: dict, caps: dict | None = None) -> dict:
+    """{tag: rank} of every tagged callback's argument (:func:`note_callback_rank`); ProgramError if invalid."""
+    ranks: dict = {}
+    check_program(program, on_eqn=lambda e, ctx, args: note_callback_rank(ranks, e, args), caps=caps)
+    return ranks
+
+
 def check_program(program: dict, on_eqn=None, caps: dict | None = None) -> list:
     """Type-check every call of a program; returns each call's result types.
 

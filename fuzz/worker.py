@@ -11,7 +11,8 @@ Protocol: one JSON object per line. The worker first writes
 module, runs each entry of its ``CALLS`` in order (unless ``lower`` is "only") and
 answers ``{"id": k, "calls": [...], "seconds": s}`` where each call is ``{"ok": bool,
 "outputs": [array...], "error": {"type", "message", "traceback"}, "callbacks": {tag:
-array of distinct values}, "lowering": str | null, "relowering": str}``; ``lowering`` is
+(n, 2) array of the distinct (position, value) rows received (:func:`callback_cells`)},
+"lowering": str | null, "relowering": str}``; ``lowering`` is
 the StableHLO text of the jitted call (``jax.jit`` around calls that are not jitted),
 ``relowering`` the same after ``jax.clear_caches()`` (with "after" and "only"; ``true``
 lowers once). Arrays are
@@ -227,6 +228,30 @@ def measured_rules(jax, sm, caps: dict) -> dict:
     return rules
 
 
+def callback_cells(np, value, rank: int):
+    """The (position, value) rows of what a host function received: float64 array (n, 2).
+
+    ``value``: the array a callback's host function got; its trailing ``rank`` dims are the
+    argument's local dims (``fuzz.typecheck.note_callback_rank``), any leading ones batch
+    dims. Position: the flat index within those trailing dims. ``rank`` 0 (or more than
+    the array has) gives position 0 to every value: the values alone are compared.
+    """
+    a = np.asarray(value, dtype=np.float64)
+    if rank > a.ndim:
+        rank = 0
+    m = 1
+    for d in a.shape[a.ndim - rank:]:
+        m *= d
+    rows = a.reshape(-1, m) if m else np.zeros((0, 0))
+    pos = np.broadcast_to(np.arange(m, dtype=np.float64), rows.shape)
+    return np.stack([pos.ravel(), rows.ravel()], axis=1)
+
+
+def unique_cells(np, cells: list):
+    """The distinct rows of a list of ``callback_cells`` arrays, sorted: float64 array (n, 2)."""
+    return np.unique(np.concatenate(cells, axis=0), axis=0) if cells else np.zeros((0, 2))
+
+
 def encode(x) -> dict:
     import numpy as np
 
@@ -272,9 +297,9 @@ def _run_program(jax, np, source: str, lower) -> list:
             rec["ok"] = False
             rec["error"] = error_record(e)
         by_tag = {}
-        for tag, value in log:
-            by_tag.setdefault(tag, []).append(np.asarray(value, dtype=np.float64).ravel())
-        rec["callbacks"] = {t: encode(np.unique(np.concatenate(v))) for t, v in by_tag.items()}
+        for tag, value, *rank in log:  # (an entry has its argument's rank since 2026-12; before, none)
+            by_tag.setdefault(tag, []).append(callback_cells(np, value, rank[0] if rank else 0))
+        rec["callbacks"] = {t: encode(unique_cells(np, v)) for t, v in by_tag.items()}
     if lower:
         rounds = [("lowering", False)] + ([("relowering", True)] if lower in ("after", "only") else [])
         for key, clear in rounds:

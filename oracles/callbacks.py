@@ -1,8 +1,13 @@
 """Callbacks oracle: the values each host callback receives match the reference's.
 
-Values are compared per callback tag as *sets* of float values (the elements of every
-array the host function received): how many times a host function runs and with which
-shapes depends on the transforms, and only some of it is documented. What JAX documents,
+Values are compared per callback tag and per *position* as sets of float values: the
+position of an element is its flat index within the trailing dims of the array the host
+function received that are the argument's local dims (one device's block in a shard_map,
+one example under vmap; batch dims lead: ``fuzz.typecheck.note_callback_rank``). How many
+times a host function runs, and how many leading batch dims it sees, depends on the
+transforms, and only some of it is documented; where an element sits within the local
+block does not, so a wrong permutation of a block's elements shows (a permutation of whole
+blocks between devices or examples does not). What JAX documents,
 and therefore what is checked, per kind of callback (the op that carries the tag):
 
 - ``io_callback``: "guaranteed execution" (the table of the External callbacks guide,
@@ -80,11 +85,36 @@ def _covered(xs: np.ndarray, ys: np.ndarray, tol: float) -> np.ndarray:
     return close | np.isin(xs, ys) | (np.isnan(xs) & bool(np.isnan(ys).any()))
 
 
+def as_cells(a) -> np.ndarray:
+    """(n, 2) rows of (position, value) (``fuzz.worker.callback_cells``); a 1-D array is values at position 0."""
+    a = np.asarray(a, dtype=np.float64)
+    return np.stack([np.zeros(a.size), a.ravel()], axis=1) if a.ndim < 2 else a.reshape(-1, 2)
+
+
+def _uncovered(xs: np.ndarray, ys: np.ndarray, tol: float) -> np.ndarray:
+    """The rows of cells ``xs`` whose value no row of ``ys`` at the same position covers (:func:`_covered`)."""
+    out = []
+    for p in np.unique(xs[:, 0]):
+        x = np.sort(xs[xs[:, 0] == p, 1])
+        y = np.sort(ys[ys[:, 0] == p, 1])
+        miss = x[~_covered(x, y, tol)]
+        out.extend((p, v) for v in miss)
+    return np.array(out, dtype=np.float64).reshape(-1, 2)
+
+
+def _show(cells: np.ndarray) -> str:
+    """Up to ten (position, value) rows, as ``[(position, value), ...]``."""
+    return "[" + ", ".join(f"({int(p)}, {v:g})" for p, v in cells[:10]) + (", ..." if len(cells) > 10 else "") + "]"
+
+
 def judge(program: dict, outcome: dict, reference: dict) -> list:
     """Findings for callbacks that never ran, or received values the reference does not (see the docstring).
 
-    ``outcome["calls"][k]["callbacks"]`` and ``reference["callbacks"][k]``: {tag: sorted
-    float array of the distinct values received} per call ``k``.
+    ``outcome["calls"][k]["callbacks"]`` and ``reference["callbacks"][k]``: {tag: (n, 2)
+    array of the distinct (position, value) rows received} per call ``k``
+    (``fuzz.worker.callback_cells``; a 1-D array: values at position 0). A value is
+    compared with the reference's values at the same position within the argument's local
+    dims.
     """
     found = []
     tol = tolerance(program)  # a callback argument may be computed through bfloat16
@@ -99,15 +129,16 @@ def judge(program: dict, outcome: dict, reference: dict) -> list:
             if tag not in got["callbacks"]:
                 if not may_skip:
                     found.append(Finding("callbacks", "not-called", f"{label}: {_a(kind)} never ran", k,
-                                         f"callback {tag} expected values {ref[:10]}",
+                                         f"callback {tag} expected values {_show(as_cells(ref))}",
                                          signature=value_signature("callbacks", "not-called", program, [k])))
                 continue
-            act = np.sort(got["callbacks"][tag])
-            extra = act[~_covered(act, ref, tol)]
-            missing = ref[~_covered(ref, act, tol)] if not may_skip else ref[:0]
+            act, ref = as_cells(got["callbacks"][tag]), as_cells(ref)
+            extra = _uncovered(act, ref, tol)
+            missing = _uncovered(ref, act, tol) if not may_skip else ref[:0]
             if extra.size or missing.size:
                 found.append(Finding("callbacks", "wrong-value", f"{label}: {_a(kind)} received other values", k,
-                                     f"callback {tag}: unexpected {extra[:10]}, missing {missing[:10]}",
+                                     f"callback {tag}: unexpected {_show(extra)}, missing {_show(missing)} "
+                                     f"(position in its argument, value)",
                                      signature=value_signature("callbacks", "wrong-value", program, [k])))
         for tag in sorted(set(got["callbacks"]) - set(want)):
             kind = kinds.get(tag, "io_callback")

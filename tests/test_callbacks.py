@@ -117,7 +117,7 @@ def test_a_repro_logs_a_pure_callback_only_when_it_checks_callbacks():
                                                      "callbacks": [{"cb1": np.zeros((4, 2))}]})
         compile(src, "repro.py", "exec")
         assert "None(x)" not in src
-        assert ("    record('cb1')(x)" in src) == logs and ("logs x, returns" in src) == logs, src
+        assert ("    record('cb1', rank=1)(x)" in src) == logs and ("logs x, returns" in src) == logs, src
 
 
 # ------------------------------------------------------------------ the oracle's checks per kind
@@ -145,13 +145,29 @@ def test_oracle_checks_what_jax_documents_per_kind():
     # pure and debug callbacks may be elided, dropped or run on part of the values; an io_callback may not
     assert judge_received({"io": both}) == []
     assert judge_received({"io": both, "pc": np.array([2.0]), "dc": np.array([1.0])}) == []
-    assert judge_received({}) == [("not-called", "callback io expected values [1. 2.]")]
+    assert judge_received({}) == [("not-called", "callback io expected values [(0, 1), (0, 2)]")]
     assert judge_received({"io": np.array([1.0]), "pc": both, "dc": both}) == [("wrong-value", "callback io")]
     # a value the program never gives the host function is a finding for every kind
     for tag in ("io", "pc", "dc"):
         got = {"io": both, "pc": both, "dc": both, tag: np.array([1.0, 2.0, 3.0])}
         assert judge_received(got) == [("wrong-value", f"callback {tag}")]
     assert judge_received({"io": both, "zz": both}) == [("unexpected-call", "callback zz")]
+
+
+def test_oracle_compares_values_position_by_position():
+    """Values are compared per position of the argument's local block: the same values at
+    other positions (a permutation within the block) are a wrong value; a 1-D record is
+    values at position 0 (rank 0), where no permutation shows."""
+    cells = np.array([[0.0, 1.0], [1.0, 2.0]])
+    swapped = np.array([[0.0, 2.0], [1.0, 1.0]])
+    p = kinds_program()
+    assert cb_oracle.judge(p, {"calls": [{"ok": True, "callbacks": {"io": cells}}]}, {"callbacks": [{"io": cells}]}) == []
+    found = cb_oracle.judge(p, {"calls": [{"ok": True, "callbacks": {"io": swapped}}]}, {"callbacks": [{"io": cells}]})
+    assert [(f.kind, f.details) for f in found] == [
+        ("wrong-value", "callback io: unexpected [(0, 2), (1, 1)], missing [(0, 1), (1, 2)] (position in its "
+                        "argument, value)")]
+    flat = {"callbacks": [{"io": np.array([1.0, 2.0])}]}
+    assert cb_oracle.judge(p, {"calls": [{"ok": True, "callbacks": {"io": np.array([2.0, 1.0])}}]}, flat) == []
 
 
 def test_oracle_matches_nan_and_infinities():
@@ -200,7 +216,9 @@ def check_everywhere(worker):
     assert ran[4] == {"cb7"} and ran[5] == ran[6] == ran[7] == {"cb8", "cb9"}
     for got, want in zip(out["calls"], ref["callbacks"]):
         for tag in got["callbacks"]:
-            assert np.allclose(np.sort(got["callbacks"][tag]), want[tag]), tag
+            assert np.allclose(got["callbacks"][tag], want[tag]), tag  # (position, value) rows, both sorted
+    # positions run over the local block: (4, 2) unsplit, (2, 2) split over 'x'
+    assert [out["calls"][k]["callbacks"]["cb5"][:, 0].max() for k in (2, 3)] == [7, 3]
     return out
 
 

@@ -99,7 +99,10 @@ def test_callbacks_record_what_each_device_receives():
     p = program(inputs=[("x0", (8,), 11)], functions={"f0": body},
                 calls=[call("f0", [shard_map([[["x"]]], [[["x"]]])], ["x0"])])
     got = evaluate(p)["callbacks"][0]["cb1"]
-    np.testing.assert_allclose(got, np.unique(make_input(11, (8,))))
+    # (position within a device's block of 2, value) rows: element j of block d at position j
+    blocks = make_input(11, (8,)).reshape(4, 2)
+    want = np.unique(np.stack([np.tile([0.0, 1.0], 4), blocks.ravel()], axis=1), axis=0)
+    np.testing.assert_allclose(got, want)
 
 
 def test_invalid_program_is_refused():

@@ -147,11 +147,18 @@ def test_callbacks_repro_fails_on_other_values_and_passes_on_reference(tmp_path)
     p = callback_program()
     ref = evaluate(p)
     wrong = copy.deepcopy(ref)
-    wrong["callbacks"][0]["cb1"] = wrong["callbacks"][0]["cb1"] + 1.0
+    wrong["callbacks"][0]["cb1"] = wrong["callbacks"][0]["cb1"] + [0.0, 1.0]  # (position, value) rows
     bad = run_repro(render_repro(p, NEWEST_CAPS, finding("callbacks", 0, "wrong-value"), wrong), tmp_path)
-    assert bad.returncode == 1 and "AssertionError: io_callback 'cb1'" in bad.stderr, bad.stderr[-2000:]
+    assert bad.returncode == 1 and "AssertionError: callback 'cb1' at position" in bad.stderr, bad.stderr[-2000:]
     good = run_repro(render_repro(p, NEWEST_CAPS, finding("callbacks", 0, "wrong-value"), ref), tmp_path)
     assert good.returncode == 0, good.stderr[-2000:]
+    # the same values at other positions of the block (a permutation): the repro fails too
+    moved = copy.deepcopy(ref)
+    cells = moved["callbacks"][0]["cb1"]
+    assert len(np.unique(cells[:, 0])) == 4
+    cells[:, 0] = 3 - cells[:, 0]
+    bad = run_repro(render_repro(p, NEWEST_CAPS, finding("callbacks", 0, "wrong-value"), moved), tmp_path)
+    assert bad.returncode == 1 and "AssertionError: callback 'cb1' at position" in bad.stderr, bad.stderr[-2000:]
 
 
 # -- internal error, and an earlier call that fails -----------------------------------------
