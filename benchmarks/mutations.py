@@ -29,6 +29,7 @@ not be judged, 2 for bad usage or a failing baseline.
 from __future__ import annotations
 
 import argparse
+import re
 import json
 import os
 import shlex
@@ -115,6 +116,15 @@ MUTATIONS = [
              "            if extra.size or missing.size:", "            if False:",
              "the callbacks oracle accepts any values a host function received",
              ("tests/test_oracles.py", "-k", "callbacks")),
+    Mutation("callbacks-ignore-positions", "oracles/callbacks.py",
+             "    for p in np.unique(xs[:, 0]):\n        x = np.sort(xs[xs[:, 0] == p, 1])\n        y = np.sort(ys[ys[:, 0] == p, 1])",
+             "    for p in np.unique(xs[:, 0])[:1]:\n        x = np.sort(xs[:, 1])\n        y = np.sort(ys[:, 1])",
+             "the callbacks oracle compares a host function's values as one set, whatever their positions",
+             ("tests/test_callbacks.py", "-k", "position")),
+    Mutation("reference-callback-rank-zero", "fuzz/reference.py",
+             "callback_cells(np, np.asarray(x), self.ranks.get(tag, 0))", "callback_cells(np, np.asarray(x), 0)",
+             "the reference records a callback's values without their positions in the local block",
+             ("tests/test_reference.py", "-k", "callbacks")),
     Mutation("determinism-never-cross-process", "oracles/determinism.py",
              'if other is not None and other.get("status") == "ok" and k < len(other["calls"]):',
              "if False:",
@@ -170,6 +180,8 @@ def run_pytest(copy: Path, selection: tuple, timeout: float) -> tuple:
     try:
         out, _ = proc.communicate(timeout=timeout)
         status = {0: "passed", 1: "failed"}.get(proc.returncode, "error")
+        if proc.returncode == 2 and re.search(rb"^FAILED ", out, re.M) and b"stopping after" in out:
+            status = "failed"  # pytest-xdist ends a -x session that met a failure with exit status 2
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
