@@ -34,6 +34,7 @@ import click
 from fuzz.render import BUG_MARK, render_repro
 from fuzz.typecheck import CHECKPOINT_POLICIES, transform_name
 from fuzz.util import hide_install_path
+from oracles.internal_error import JAXPR_MARK
 
 PER_CALL = ("internal-error", "differential", "callbacks", "metamorphic", "determinism")
 STARTUP_SECONDS = 120.0  # importing JAX on a loaded 2-core machine
@@ -511,6 +512,8 @@ def judge_run(case: Case, run: Run) -> str:
         # JAX names the source location of some errors: the worker runs the program as "<program>"
         message = err["message"].replace(run.path, "<program>") if run.path else err["message"]
         message = message or f"raised in {internal_error.raise_site(err['traceback']) or 'an unknown place'}"
+        if case.message.startswith(internal_error.JAXPR_MARK):  # (the repro prints the call's jaxpr)
+            message = internal_error.JAXPR_MARK + message
         sig = internal_error.signature(err["type"], message, err["traceback"])
         return "" if sig == case.signature else f"repro.py raised {sig[:200]!r}, not the recorded {case.signature[:200]!r}"
     if case.oracle == "crash" and case.kind == "memory":  # (the repro's watch_memory thread, fuzz.render)
@@ -669,6 +672,8 @@ def _expected_text(case: Case, run: Run) -> str:
     listing = "\n".join(f"- [{name}]({url}): {'; '.join(whats)}." for (name, url), whats in grouped.items())
     valid = ("The program is valid: shardfuzz's typing rules (`fuzz/typecheck.py`, written from JAX's documentation) "
              "accept it, and each API is used as its documentation says:\n\n" + listing)
+    if case.oracle == "internal-error" and case.message.startswith(JAXPR_MARK):
+        return f"**Expected:** the call runs (it does) and `print(jax.make_jaxpr(f)(*args))` prints its jaxpr. {valid}"
     if case.oracle == "internal-error":
         return f"**Expected:** the call runs without error. {valid}"
     if case.oracle == "crash" and case.kind == "memory":
@@ -683,8 +688,9 @@ def _expected_text(case: Case, run: Run) -> str:
                 "out_specs say, vmap maps over the batch dimension, collectives act on the values along the named axis). "
                 "Both arrays, as the repro prints them:\n\n" + _fenced(_arrays_printed(run)) + "\n\n" + valid)
     if case.oracle == "callbacks":
-        return ("**Expected:** each io_callback host function receives the values of its argument (compared as sets "
-                "of values: how often the host function runs is not specified), as the repro prints them:\n\n"
+        return ("**Expected:** each host function receives the values of its argument, compared at each position of "
+                "the argument's local block as sets of values (how often a host function runs is not specified), as "
+                "the repro prints them:\n\n"
                 + _fenced(_arrays_printed(run)) + "\n\n" + valid)
     if case.oracle == "metamorphic":
         return ("**Expected:** the same values from both calls: `jit` does not change what a function computes, and "

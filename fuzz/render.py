@@ -783,7 +783,8 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
     XLA_FLAGS says), runs the calls up to the finding's (earlier ones in ``run_earlier``:
     an error there is printed and the script goes on) and exits with status 0 when JAX
     behaves and non-zero while the bug shows: internal-error: the call raises (traceback,
-    exit 1); crash: the process dies (of kind ``memory``: a thread ends it, exit 1, once its
+    exit 1), or, for a message starting with ``oracles.internal_error.JAXPR_MARK``, the call
+    runs and printing ``jax.make_jaxpr`` of it raises; crash: the process dies (of kind ``memory``: a thread ends it, exit 1, once its
     resident memory passes the recorded limit); hang: faulthandler ends it after the recorded time
     limit (exit 1); differential / callbacks / metamorphic: an AssertionError comparing
     with the embedded expected values (tolerance of oracles/common.py ``close``);
@@ -800,6 +801,7 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
     """
     from oracles.common import TOLERANCE
     from oracles.determinism import _VOLATILE
+    from oracles.internal_error import JAXPR_MARK
     from oracles.metamorphic import equivalence_key
 
     caps = caps or NEWEST_CAPS
@@ -906,6 +908,12 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
     elif oracle == "internal-error":
         if last is None:
             tail += barrier + ['print("no error: JAX behaves")']
+        elif str(finding.get("message", "")).startswith(JAXPR_MARK):
+            j, c, expr, args = last
+            tail += [f"out = jax.block_until_ready({expr}({args}))  # {_call_label(j, c)}: runs", *barrier,
+                     "# printing its jaxpr raises inside JAX; expected: it prints",
+                     f"print(jax.make_jaxpr({expr})({args}))",
+                     'print("no error: JAX behaves")']
         else:
             j, c, expr, args = last
             tail += [f"# {_call_label(j, c)} raises inside JAX, although the program is valid; expected: it runs",

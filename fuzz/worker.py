@@ -12,6 +12,7 @@ module, runs each entry of its ``CALLS`` in order (unless ``lower`` is "only") a
 answers ``{"id": k, "calls": [...], "seconds": s}`` where each call is ``{"ok": bool,
 "outputs": [array...], "error": {"type", "message", "traceback"}, "callbacks": {tag:
 (n, 2) array of the distinct (position, value) rows received (:func:`callback_cells`)},
+"jaxpr_error": error (only when ``str(jax.make_jaxpr(f)(*args))`` raised after the call ran),
 "lowering": str | null, "relowering": str}``; ``lowering`` is
 the StableHLO text of the jitted call (``jax.jit`` around calls that are not jitted),
 ``relowering`` the same after ``jax.clear_caches()`` (with "after" and "only"; ``true``
@@ -300,6 +301,8 @@ def _run_program(jax, np, source: str, lower) -> list:
         for tag, value, *rank in log:  # (an entry has its argument's rank since 2026-12; before, none)
             by_tag.setdefault(tag, []).append(callback_cells(np, value, rank[0] if rank else 0))
         rec["callbacks"] = {t: encode(unique_cells(np, v)) for t, v in by_tag.items()}
+        if rec["ok"]:
+            _print_jaxpr(jax, module, fn, args, rec)
     if lower:
         rounds = [("lowering", False)] + ([("relowering", True)] if lower in ("after", "only") else [])
         for key, clear in rounds:
@@ -315,6 +318,21 @@ def _run_program(jax, np, source: str, lower) -> list:
                 except Exception as e:
                     rec["lowering_error"] = error_record(e)
     return calls
+
+
+def _print_jaxpr(jax, module: dict, fn, args, rec: dict) -> None:
+    """Trace a call that ran with ``jax.make_jaxpr`` and print its jaxpr (``str``), as a user
+    debugging it would; an exception goes to ``rec["jaxpr_error"]`` (an internal-error finding:
+    a function that runs must trace and print). The printed text is not kept. Skipped when an
+    argument was donated (deleted: https://docs.jax.dev/en/latest/faq.html#buffer-donation).
+    """
+    if any(getattr(a, "is_deleted", lambda: False)() for a in jax.tree_util.tree_leaves(args)):
+        return
+    try:
+        with module["mesh_context"]():
+            str(jax.make_jaxpr(fn)(*args))
+    except Exception as e:
+        rec["jaxpr_error"] = error_record(e)
 
 
 def _drop_effect_tokens() -> None:

@@ -11,6 +11,10 @@ from oracles.common import Finding, call_label, normalize
 
 NAMES = ("internal-error",)  # the oracle names of the findings this module makes
 
+# The message of an exception ``str(jax.make_jaxpr(f)(*args))`` raised after the call ran
+# (fuzz/worker.py ``_print_jaxpr``) starts with this; the repro prints that jaxpr (fuzz/render.py).
+JAXPR_MARK = "while printing jax.make_jaxpr: "
+
 _FRAME = re.compile(r'File "([^"]*)", line \d+, in (\S+)')
 
 
@@ -56,7 +60,11 @@ def signature(exc_type: str, message: str, traceback_text: str) -> str:
 
 
 def judge(program: dict, outcome: dict) -> list:
-    """One finding per call that raised, and one if the rendered module itself failed."""
+    """One finding per call that raised, and one if the rendered module itself failed.
+
+    A call that ran but whose jaxpr could not be printed (``outcome["calls"][k]["jaxpr_error"]``,
+    fuzz/worker.py) is a finding too, its message starting with :data:`JAXPR_MARK`.
+    """
     found = []
     if outcome.get("module_error"):
         e = outcome["module_error"]
@@ -69,5 +77,12 @@ def judge(program: dict, outcome: dict) -> list:
             # a message-less error (a bare assert) is located by where JAX raised it
             message = e["message"] or f"raised in {raise_site(e['traceback']) or 'an unknown place'}"
             found.append(Finding("internal-error", e["type"], message, k, f"{label}\n{e['traceback']}",
+                                 signature=signature(e["type"], message, e["traceback"])))
+        elif c.get("jaxpr_error"):  # the call ran; tracing it again and printing its jaxpr raised
+            e = c["jaxpr_error"]
+            label = call_label(program["calls"][k])
+            message = JAXPR_MARK + (e["message"] or f"raised in {raise_site(e['traceback']) or 'an unknown place'}")
+            found.append(Finding("internal-error", e["type"], message, k,
+                                 f"{label}: print(jax.make_jaxpr(f)(*args))\n{e['traceback']}",
                                  signature=signature(e["type"], message, e["traceback"])))
     return found
