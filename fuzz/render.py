@@ -623,12 +623,16 @@ def array_source(a, module: str = "np") -> str:
 
 
 def _cells_source(cells) -> str:
-    """Source of ``{position: np.array(values)}`` from a callback's (position, value) rows (oracles/callbacks.py)."""
+    """Source of what a callback's host function should receive (oracles/callbacks.py's rows):
+    the value at each position of its argument's block when every position has one
+    (``np.array(values)``), else ``(positions, values)`` (two flat arrays, one entry per row)."""
     from oracles.callbacks import as_cells
 
     c = as_cells(cells)
-    pos = np.unique(c[:, 0])
-    return "{" + ", ".join(f"{int(p)}: {array_source(c[c[:, 0] == p, 1])}" for p in pos) + "}"
+    pos = c[:, 0].astype(np.int64)
+    if np.array_equal(pos, np.arange(len(pos))):
+        return array_source(c[:, 1].astype(np.float32))
+    return f"({array_source(pos.astype(np.int32))}, {array_source(c[:, 1].astype(np.float32))})"
 
 
 def _identifiers(program: dict) -> set:
@@ -945,8 +949,8 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
         skip = sorted(_id(t) for t in want if kinds.get(t) in MAY_SKIP)
         tail += ["received.clear()", f"out = jax.block_until_ready({expr}({args}))  # {_call_label(j, c)}",
                  "jax.effects_barrier()",
-                 "# expected: the distinct values each host function receives at each position of its argument's "
-                 "local block (shardfuzz's unsharded reference)",
+                 "# expected: the values each host function receives at each position of its argument's local "
+                 "block (shardfuzz's unsharded reference): one array by position, or (positions, values)",
                  "expected = {" + ", ".join(f"{_id(t)!r}: {_cells_source(v)}" for t, v in sorted(want.items())) + "}",
                  f"check_callbacks(received, expected, may_skip={set(skip) if skip else set()!r})"]
         helpers.add("check_callbacks")
@@ -1041,19 +1045,27 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
                        f"def check_callbacks(received, expected, may_skip=(), tol={tol}):  # as sets of values "
                        f"per position: how often a callback runs is not specified; pure_callback / "
                        f"jax.debug.callback calls may be elided (may_skip)",
+                       "    def covered(v, pool):  # within tol of a value of pool, or equal (inf), or both NaN",
+                       "        return bool(np.isin(v, pool) or (np.isnan(v) and np.isnan(pool).any())",
+                       "                    or np.any(np.abs(pool - v) <= tol * max(1.0, abs(v))))",
+                       "",
                        "    for tag in sorted(set(received) | set(expected)):",
                        "        got = {}  # position within the argument's local (trailing) dims -> values",
                        "        for x, rank in received.get(tag, []):",
+                       "            rank = rank if rank <= x.ndim else 0",
                        "            if x.size:",
                        "                for p, col in enumerate(x.reshape(-1, int(np.prod(x.shape[x.ndim - rank:]))).T):",
                        "                    got.setdefault(p, set()).update(col.tolist())",
-                       "        want = expected.get(tag, {})",
+                       "        want = expected.get(tag, np.zeros(0))",
+                       "        pos, vals = want if isinstance(want, tuple) else (np.arange(len(want)), want)",
+                       "        want = {}",
+                       "        for p, v in zip(pos.tolist(), vals.tolist()):",
+                       "            want.setdefault(p, []).append(v)",
                        "        for p in sorted(set(got) | set(want)):",
-                       "            g, w = np.array(sorted(got.get(p, ()))), np.asarray(want.get(p, np.zeros(0)))",
+                       "            g, w = np.array(sorted(got.get(p, ()))), np.array(want.get(p, []))",
                        '            print(f"callback {tag!r} at position {p}: received {g}, expected {w}")',
-                       "            missing = [] if tag in may_skip else [v for v in w if not np.any(np.abs(g - v) <= "
-                       "tol * max(1.0, abs(v)))]",
-                       "            extra = [v for v in g if not np.any(np.abs(w - v) <= tol * max(1.0, abs(v)))]",
+                       "            missing = [] if tag in may_skip else [v for v in w if not covered(v, g)]",
+                       "            extra = [v for v in g if not covered(v, w)]",
                        '            assert not missing and not extra, f"callback {tag!r} at position {p}: missing '
                        '{missing}, unexpected {extra}"',
                        '    print("every callback received what it should: JAX behaves")',

@@ -249,8 +249,14 @@ def callback_cells(np, value, rank: int):
 
 
 def unique_cells(np, cells: list):
-    """The distinct rows of a list of ``callback_cells`` arrays, sorted: float64 array (n, 2)."""
-    return np.unique(np.concatenate(cells, axis=0), axis=0) if cells else np.zeros((0, 2))
+    """The distinct rows of a list of ``callback_cells`` arrays, sorted by position, then value
+    (NaN last): float64 array (n, 2). NaNs at one position are one row, -0.0 is 0.0."""
+    if not cells:
+        return np.zeros((0, 2))
+    c = np.concatenate(cells, axis=0) + 0.0  # (+ 0.0: -0.0 becomes 0.0)
+    c = c[np.lexsort((c[:, 1], c[:, 0]))]
+    same = (c[1:, 0] == c[:-1, 0]) & ((c[1:, 1] == c[:-1, 1]) | (np.isnan(c[1:, 1]) & np.isnan(c[:-1, 1])))
+    return c[np.concatenate([[True], ~same])] if len(c) else c
 
 
 def encode(x) -> dict:

@@ -170,6 +170,46 @@ def test_oracle_compares_values_position_by_position():
     assert cb_oracle.judge(p, {"calls": [{"ok": True, "callbacks": {"io": np.array([2.0, 1.0])}}]}, flat) == []
 
 
+def test_oracle_edge_cases_by_position():
+    """NaN is covered by a NaN at the same position only; infinities by the same infinity; a
+    record with values only (1-D) on one side compares values only on both; NaN rows and -0.0
+    are merged when the worker dedupes."""
+    from fuzz.worker import unique_cells
+
+    p = kinds_program()
+
+    def judged(got, want):
+        return [f.kind for f in cb_oracle.judge(p, {"calls": [{"ok": True, "callbacks": {"io": got}}]},
+                                                {"callbacks": [{"io": want}]})]
+
+    nan_inf = np.array([[0.0, np.nan], [1.0, np.inf], [2.0, -np.inf]])
+    assert judged(nan_inf, nan_inf) == []
+    assert judged(np.array([[1.0, np.nan], [0.0, np.inf], [2.0, -np.inf]]), nan_inf) == ["wrong-value"]
+    cells = np.array([[0.0, 1.0], [1.0, 2.0], [2.0, 3.0]])
+    assert judged(cells, np.array([1.0, 2.0, 3.0])) == [] and judged(np.array([3.0, 2.0, 1.0]), cells) == []
+    assert judged(cells, np.array([1.0, 2.0])) == ["wrong-value"]
+    merged = unique_cells(np, [np.array([[0.0, np.nan], [0.0, np.nan], [1.0, -0.0], [1.0, 0.0]])])
+    assert merged.shape == (2, 2) and merged[1].tolist() == [1.0, 0.0] and np.signbit(merged[1, 1]) == 0
+
+
+def test_the_repros_check_reads_positions_nan_inf_and_both_expected_forms():
+    from fuzz.render import render_repro
+
+    p = vmap_program("sequential")
+    finding = {"oracle": "callbacks", "kind": "wrong-value", "message": "m", "call": 0}
+    src = render_repro(p, NEWEST_CAPS, finding, {"results": [[np.zeros((4, 2), np.float32)]],
+                                                "callbacks": [{"cb1": np.zeros((4, 2))}]})
+    ns = {"np": np}
+    exec(src[src.index("def check_callbacks"):src.index("received = {}")], ns)
+    check = ns["check_callbacks"]
+    block = np.array([[np.nan, 1.0, np.inf]])  # one call, batch dim leading, rank 1
+    check({"t": [(block, 1)]}, {"t": np.array([np.nan, 1.0, np.inf], np.float32)})
+    check({"t": [(block, 1)]}, {"t": (np.array([0, 1, 2], np.int32), np.array([np.nan, 1.0, np.inf], np.float32))})
+    check({"t": [(np.array([1.0, 2.0]), 3)]}, {"t": (np.zeros(2, np.int32), np.array([1.0, 2.0], np.float32))})
+    with pytest.raises(AssertionError, match="at position 0"):
+        check({"t": [(np.array([[1.0, np.nan, np.inf]]), 1)]}, {"t": np.array([np.nan, 1.0, np.inf], np.float32)})
+
+
 def test_oracle_matches_nan_and_infinities():
     """NaN and inf are values a program may give a callback (take with mode='fill' out of
     bounds gives NaN): the same non-finite value on both sides is no finding, another one is."""
