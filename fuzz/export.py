@@ -512,8 +512,8 @@ def judge_run(case: Case, run: Run) -> str:
         # JAX names the source location of some errors: the worker runs the program as "<program>"
         message = err["message"].replace(run.path, "<program>") if run.path else err["message"]
         message = message or f"raised in {internal_error.raise_site(err['traceback']) or 'an unknown place'}"
-        if case.message.startswith(internal_error.JAXPR_MARK):  # (the repro prints the call's jaxpr)
-            message = internal_error.JAXPR_MARK + message
+        if case.message.startswith(JAXPR_MARK):  # (the repro prints the call's jaxpr)
+            message = JAXPR_MARK + message
         sig = internal_error.signature(err["type"], message, err["traceback"])
         return "" if sig == case.signature else f"repro.py raised {sig[:200]!r}, not the recorded {case.signature[:200]!r}"
     if case.oracle == "crash" and case.kind == "memory":  # (the repro's watch_memory thread, fuzz.render)

@@ -304,8 +304,8 @@ def _run_program(jax, np, source: str, lower) -> list:
             rec["ok"] = False
             rec["error"] = error_record(e)
         by_tag = {}
-        for tag, value, *rank in log:  # (an entry has its argument's rank since 2026-12; before, none)
-            by_tag.setdefault(tag, []).append(callback_cells(np, value, rank[0] if rank else 0))
+        for tag, value, rank in log:
+            by_tag.setdefault(tag, []).append(callback_cells(np, value, rank))
         rec["callbacks"] = {t: encode(unique_cells(np, v)) for t, v in by_tag.items()}
         if rec["ok"]:
             _print_jaxpr(jax, module, fn, args, rec)
@@ -329,11 +329,10 @@ def _run_program(jax, np, source: str, lower) -> list:
 def _print_jaxpr(jax, module: dict, fn, args, rec: dict) -> None:
     """Trace a call that ran with ``jax.make_jaxpr`` and print its jaxpr (``str``), as a user
     debugging it would; an exception goes to ``rec["jaxpr_error"]`` (an internal-error finding:
-    a function that runs must trace and print). The printed text is not kept. Skipped when an
-    argument was donated (deleted: https://docs.jax.dev/en/latest/faq.html#buffer-donation).
+    a function that runs must trace and print). The printed text is not kept. A donated
+    (deleted) argument still traces: only its shape, dtype and sharding are read (measured on
+    jax 0.4.26, 0.4.38, 0.6.1 and 0.10.2).
     """
-    if any(getattr(a, "is_deleted", lambda: False)() for a in jax.tree_util.tree_leaves(args)):
-        return
     try:
         with module["mesh_context"]():
             str(jax.make_jaxpr(fn)(*args))

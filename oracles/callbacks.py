@@ -70,9 +70,9 @@ def _a(kind: str) -> str:
 
 
 def as_cells(a) -> np.ndarray:
-    """(n, 2) rows of (position, value) (``fuzz.worker.callback_cells``); a 1-D array is values at position 0."""
-    a = np.asarray(a, dtype=np.float64)
-    return np.stack([np.zeros(a.size), a.ravel()], axis=1) if a.ndim < 2 else a.reshape(-1, 2)
+    """A record of what a host function received as (n, 2) float64 rows of (position, value)
+    (``fuzz.worker.callback_cells``; an empty record may come as any empty array)."""
+    return np.asarray(a, dtype=np.float64).reshape(-1, 2)
 
 
 def _uncovered(xs: np.ndarray, ys: np.ndarray, tol: float) -> np.ndarray:
@@ -113,7 +113,7 @@ def judge(program: dict, outcome: dict, reference: dict) -> list:
 
     ``outcome["calls"][k]["callbacks"]`` and ``reference["callbacks"][k]``: {tag: (n, 2)
     array of the distinct (position, value) rows received} per call ``k``
-    (``fuzz.worker.callback_cells``; a 1-D array: values at position 0). A value is
+    (``fuzz.worker.callback_cells``). A value is
     compared with the reference's values at the same position within the argument's local
     dims.
     """
@@ -134,8 +134,6 @@ def judge(program: dict, outcome: dict, reference: dict) -> list:
                                          signature=value_signature("callbacks", "not-called", program, [k])))
                 continue
             act, ref = as_cells(got["callbacks"][tag]), as_cells(ref)
-            if np.ndim(got["callbacks"][tag]) < 2 or np.ndim(want[tag]) < 2:  # values only on one side: on both
-                act, ref = act * [0.0, 1.0], ref * [0.0, 1.0]
             extra = _uncovered(act, ref, tol)
             missing = _uncovered(ref, act, tol) if not may_skip else ref[:0]
             if extra.size or missing.size:

@@ -127,10 +127,17 @@ def kinds_program():
     return program(inputs=[("x0", (4,), 1)], functions={"f0": body}, calls=[call("f0", [], ["x0"])])
 
 
+def at0(values) -> np.ndarray:
+    """Cells (position, value) of values all at position 0 (a scalar argument's record)."""
+    values = np.asarray(values, dtype=np.float64)
+    return np.stack([np.zeros(values.size), values], axis=1)
+
+
 def judge_received(received: dict, want_io=(1.0, 2.0)):
+    """The oracle's findings on ``received`` ({tag: values}), all at position 0."""
     p = kinds_program()
-    want = {"io": np.sort(np.array(want_io)), "pc": np.array([1.0, 2.0]), "dc": np.array([1.0, 2.0])}
-    outcome = {"calls": [{"ok": True, "callbacks": received}]}
+    want = {"io": at0(np.sort(np.array(want_io))), "pc": at0([1.0, 2.0]), "dc": at0([1.0, 2.0])}
+    outcome = {"calls": [{"ok": True, "callbacks": {t: at0(v) for t, v in received.items()}}]}
     return [(f.kind, f.details.split(":")[0]) for f in cb_oracle.judge(p, outcome, {"callbacks": [want]})]
 
 
@@ -166,14 +173,15 @@ def test_oracle_compares_values_position_by_position():
     assert [(f.kind, f.details) for f in found] == [
         ("wrong-value", "callback io: unexpected [(0, 2), (1, 1)], missing [(0, 1), (1, 2)] (position in its "
                         "argument, value)")]
-    flat = {"callbacks": [{"io": np.array([1.0, 2.0])}]}
-    assert cb_oracle.judge(p, {"calls": [{"ok": True, "callbacks": {"io": np.array([2.0, 1.0])}}]}, flat) == []
+    # values all at position 0 (a scalar argument): their order does not matter
+    assert cb_oracle.judge(p, {"calls": [{"ok": True, "callbacks": {"io": at0([2.0, 1.0])}}]},
+                           {"callbacks": [{"io": at0([1.0, 2.0])}]}) == []
 
 
 def test_oracle_edge_cases_by_position():
     """NaN is covered by a NaN at the same position only; infinities by the same infinity; a
-    record with values only (1-D) on one side compares values only on both; NaN rows and -0.0
-    are merged when the worker dedupes."""
+    value missing at one position is missing even where another position has it; NaN rows and
+    -0.0 are merged when the worker dedupes."""
     from fuzz.worker import unique_cells
 
     p = kinds_program()
@@ -186,8 +194,8 @@ def test_oracle_edge_cases_by_position():
     assert judged(nan_inf, nan_inf) == []
     assert judged(np.array([[1.0, np.nan], [0.0, np.inf], [2.0, -np.inf]]), nan_inf) == ["wrong-value"]
     cells = np.array([[0.0, 1.0], [1.0, 2.0], [2.0, 3.0]])
-    assert judged(cells, np.array([1.0, 2.0, 3.0])) == [] and judged(np.array([3.0, 2.0, 1.0]), cells) == []
-    assert judged(cells, np.array([1.0, 2.0])) == ["wrong-value"]
+    assert judged(cells, cells) == [] and judged(cells, cells[:2]) == ["wrong-value"]
+    assert judged(cells, np.array([[0.0, 1.0], [1.0, 2.0], [2.0, 2.0]])) == ["wrong-value"]
     merged = unique_cells(np, [np.array([[0.0, np.nan], [0.0, np.nan], [1.0, -0.0], [1.0, 0.0]])])
     assert merged.shape == (2, 2) and merged[1].tolist() == [1.0, 0.0] and np.signbit(merged[1, 1]) == 0
 

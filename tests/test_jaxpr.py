@@ -3,14 +3,12 @@
 A function that runs must trace and print: an exception there (in a primitive's pretty-printing
 rule, for instance) is an internal-error finding whose message starts with
 ``oracles.internal_error.JAXPR_MARK``, and its repro runs the call, then prints its jaxpr.
-Tested with a worker whose JAX has a planted fault in ``jax._src.core.pp_eqn`` (a wrapper
-like benchmarks/seeded.py's), and with a plain one, which must not flag anything.
+Tested with a planted fault in ``jax._src.core.pp_eqn`` (the worker's ``run_program`` in the
+test process, and the repro under ``runpy``), and without it, where nothing may be flagged.
 """
 import os
 import subprocess
 import sys
-
-import pytest
 
 from fuzz.render import NEWEST_CAPS, render_repro
 from helpers import JIT, call, eqn, fn, program
@@ -18,47 +16,13 @@ from oracles import internal_error
 from oracles.internal_error import JAXPR_MARK
 from test_donation import donation_program
 
-BOOT = '''\
-import importlib.util
-import sys
-
-args = sys.argv[1:]
-script = next(a for a in args if not a.startswith("-"))
-spec = importlib.util.spec_from_file_location("shardfuzz_worker", script)
-worker = importlib.util.module_from_spec(spec)
-sys.argv = [script] + args[args.index(script) + 1:]
-spec.loader.exec_module(worker)
-original = worker.capabilities
-
-
-def capabilities(jax):
-    from jax._src import core
-
-    def pp_eqn(*a, **k):
-        raise IndexError("planted fault in pp_eqn")
-
-    core.pp_eqn = pp_eqn  # printing a jaxpr raises; tracing and running do not use it
-    return original(jax)
-
-
-worker.capabilities = capabilities
-worker.main()
-'''
+def broken_pp_eqn(*args, **kwargs):
+    raise IndexError("planted fault in pp_eqn")
 
 
 def jit_sin():
     return program(inputs=[("x0", (8,), 1)], functions={"f0": fn(["a"], [eqn("sin", ["a"], ["s"])], ["s"])},
                    calls=[call("f0", [JIT], ["x0"]), call("f0", [], ["x0"])])
-
-
-@pytest.fixture(scope="module")
-def faulty_python(tmp_path_factory):
-    d = tmp_path_factory.mktemp("jaxpr")
-    (d / "boot.py").write_text(BOOT)
-    script = d / "python.sh"
-    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -u "{d / "boot.py"}" "$@"\n')
-    script.chmod(0o755)
-    return str(script)
 
 
 def test_a_jaxpr_that_does_not_print_is_an_internal_error():
@@ -75,22 +39,27 @@ def test_a_jaxpr_that_does_not_print_is_an_internal_error():
     assert raised.message == "tuple index out of range" and raised.signature != found[0].signature
 
 
-def test_the_worker_flags_a_jaxpr_that_does_not_print(faulty_python):
-    from fuzz.runner import Runner
+def test_the_worker_flags_a_jaxpr_that_does_not_print(monkeypatch):
+    """The worker's own run_program, in this process: clean on JAX as it is; with pp_eqn broken
+    (printing raises; tracing and running do not use it) each call that ran is flagged."""
+    import jax
+    import numpy as np
+    from jax._src import core
 
-    found = {}
-    for which, python in (("faulty", faulty_python), ("plain", None)):
-        r = Runner(python=python, determinism=False)
-        try:
-            found[which] = [(f.oracle, f.call, f.message) for f in r.run(jit_sin())[0]]
-        finally:
-            r.close()
-    assert found == {"faulty": [("internal-error", k, JAXPR_MARK + "planted fault in pp_eqn") for k in (0, 1)],
-                     "plain": []}
+    from fuzz import worker
+    from fuzz.render import render
+
+    p = jit_sin()
+    source = render(p, NEWEST_CAPS)
+    assert internal_error.judge(p, {"calls": worker.run_program(jax, np, source, False)}) == []
+    monkeypatch.setattr(core, "pp_eqn", broken_pp_eqn)
+    found = internal_error.judge(p, {"calls": worker.run_program(jax, np, source, False)})
+    assert [(f.call, f.kind, f.message) for f in found] == [
+        (k, "builtins.IndexError", JAXPR_MARK + "planted fault in pp_eqn") for k in (0, 1)]
 
 
-def test_donated_arguments_are_not_traced_again(worker):
-    """A donated argument is deleted once the call ran: no jaxpr is printed for that call (and no error)."""
+def test_a_call_with_donated_arguments_prints_its_jaxpr(worker):
+    """A donated argument is deleted once the call ran; tracing it again reads only its type."""
     from fuzz.render import render
 
     out = worker.run(render(donation_program(), worker.caps), timeout=600)

@@ -94,7 +94,7 @@ def test_differential_fires_on_wrong_shape(worker):
 def test_callbacks_oracle_fires_on_other_values(worker):
     p = psum_program()
     ref = evaluate(p)
-    ref["callbacks"][0]["cb1"] = ref["callbacks"][0]["cb1"] + 1.0
+    ref["callbacks"][0]["cb1"] = ref["callbacks"][0]["cb1"] + [0.0, 1.0]  # (position, value) rows
     found = oracles.judge(p, run(worker, p), ref)
     assert [(f.oracle, f.call) for f in found] == [("callbacks", 0)]
 
@@ -102,7 +102,7 @@ def test_callbacks_oracle_fires_on_other_values(worker):
 def test_callbacks_oracle_fires_when_a_callback_never_ran(worker):
     p = psum_program()
     ref = evaluate(p)
-    ref["callbacks"][1]["cb9"] = np.array([1.0])
+    ref["callbacks"][1]["cb9"] = np.array([[0.0, 1.0]])  # (position, value) rows
     assert [f.kind for f in oracles.judge(p, run(worker, p), ref)] == ["not-called"]
 
 
