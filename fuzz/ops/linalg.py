@@ -1,4 +1,5 @@
-"""Linear algebra: ``matmul`` (``a @ b``, ``b`` of rank 2), ``transpose`` (all dims reversed) and ``conv``
+"""Linear algebra: ``matmul`` (``a @ b``, ``b`` of rank 2), ``einsum`` (``jnp.einsum`` of two operands:
+a dot_general with batch and contracting dims anywhere), ``transpose`` (all dims reversed) and ``conv``
 (``lax.conv_general_dilated`` along one dim with a seeded kernel).
 
 Dtypes: ``matmul`` of two float32, bfloat16, float16 or int32 operands of one dtype, the
@@ -18,9 +19,12 @@ convolution's spatial dim with halo exchanges of its own (``PartitionConvolution
 """
 from __future__ import annotations
 
+import math
+
 from hypothesis import strategies as st
 
-from fuzz.ops.base import NUMERIC, SEED, VALUE_DTYPES, ExprOp, Ty, compute, int_schema, require, same_dtype, sharding_spec
+from fuzz.ops.base import (NUMERIC, SEED, VALUE_DTYPES, ExprOp, ProgramError, Ty, compute, int_schema, require, same_dtype,
+                           sharding_spec)
 from fuzz.ops.scans import Windowed
 
 
@@ -67,6 +71,116 @@ class Matmul(ExprOp):
 
     def expr(self, rr, eqn, a, ctx):
         return f"{a[0]} @ {a[1]}"
+
+
+LETTERS = "abcdefghijklmnop"  # einsum's labels: label k is LETTERS[k]
+LABELS = {"type": "array", "items": int_schema(0, len(LETTERS) - 1), "maxItems": 8}
+
+
+class Einsum(ExprOp):
+    """``jnp.einsum("lhs,rhs->out", a, b)``: one label per dim (``lhs``, ``rhs``, ``out``: lists of ints,
+    label k written as the letter ``LETTERS[k]``). A label in both operands and the result is a batch
+    dim, in both operands only a contracting dim (summed), in one operand and the result a free dim;
+    every label of an operand is in the other operand or the result (no dim summed alone), none
+    twice in one operand or the result. The result has the labels' sizes in ``out``'s order and
+    ``a``'s dtype (float32, bfloat16, float16 or int32, both operands alike; computed as ``matmul``
+    is, see the module docstring).
+
+    Semantics: ``numpy.einsum`` (jax.numpy.einsum's docstring: "Einstein summation", NumPy's
+    conventions); JAX lowers it to one ``lax.dot_general`` (batch and contracting dims in any
+    position, jax/_src/numpy/einsum.py) and transposes. XLA's SPMD partitioner has rules of its
+    own for a dot whose batch, contracting or free dims are split (``PartitionDot``: an all-reduce
+    of partial sums for a split contracting dim, windowed einsums, ...), which ``matmul`` (one
+    contracting dim, last of ``a``, first of a rank-2 ``b``) reaches only in part.
+    """
+
+    name = "einsum"
+    family = "matmul"
+    n_args = 2
+    dtypes = NUMERIC
+    explicit_ok = False  # (its sharding types on an Explicit mesh are not modelled)
+    params = {"lhs": LABELS, "rhs": LABELS, "out": LABELS}
+    feature_names = ("einsum",)
+
+    def types(self, eqn, args, ctx):
+        a, b = args
+        dt = same_dtype(self.name, args, self.dtypes)
+        lhs, rhs, out = eqn["lhs"], eqn["rhs"], eqn["out"]
+        require(len(lhs) == a.rank and len(rhs) == b.rank,
+                f"einsum labels {lhs}, {rhs} for operands of ranks {a.rank} and {b.rank}")
+        for name, labels in (("lhs", lhs), ("rhs", rhs), ("out", out)):
+            require(len(set(labels)) == len(labels), f"einsum {name} labels {labels} repeat one")
+        size: dict = {}
+        for labels, ty in ((lhs, a), (rhs, b)):
+            for k, n in zip(labels, ty.shape):
+                require(size.setdefault(k, n) == n, f"einsum label {k} of sizes {size[k]} and {n}")
+        require(set(out) <= set(size), f"einsum result labels {out} not in its operands' {sorted(size)}")
+        for labels, other in ((lhs, rhs), (rhs, lhs)):
+            require(all(k in other or k in out for k in labels), "einsum with a dim summed in one operand alone")
+        return [Ty(tuple(size[k] for k in out), a.vma | b.vma, dt)]
+
+    def along(self, eqn):
+        """``a``'s first dim shared with ``b`` (a batch or contracting dim), and where it is in the
+        result (None for a contracting dim): the dims whose split the partitioner handles by the
+        dot's own rules."""
+        lhs, rhs, out = eqn.get("lhs"), eqn.get("rhs"), eqn.get("out")
+        if not (isinstance(lhs, list) and isinstance(rhs, list) and isinstance(out, list)):
+            return None, None
+        for d, k in enumerate(lhs):
+            if k in rhs:
+                return d, (out.index(k) if k in out else None)
+        return None, None
+
+    def draw(self, draw, ctx, scope):
+        vis = scope.visible
+        xs = scope.values(self.dtypes, min_rank=1)
+        if not xs:
+            return None
+        a = scope.pick(draw, xs)
+        ta = vis[a]
+        bs = [v for v in scope.values((ta.dtype,), min_rank=1)
+              if set(vis[v].shape) & set(ta.shape)]  # (a dim of a size in both: one to pair)
+        if not bs:
+            return None
+        b = scope.sample(draw, bs)
+        tb = vis[b]
+        lhs = list(range(ta.rank))
+        rhs, free, paired = [], ta.rank, set()
+        for n in tb.shape:  # each dim of b: paired with a dim of a of its size, or free
+            cands = [d for d in range(ta.rank) if ta.shape[d] == n and d not in paired]
+            if cands and draw(st.booleans()):
+                d = draw(st.sampled_from(cands))
+                paired.add(d)
+                rhs.append(d)
+            else:
+                rhs.append(free)
+                free += 1
+        # paired labels: batch (kept) or contracting (summed); the result: batch, a's free, b's free
+        batch = [k for k in sorted(paired) if draw(st.booleans())]
+        out = batch + [k for k in lhs if k not in paired] + [k for k in rhs if k >= ta.rank]
+        size = dict(zip(lhs, ta.shape)) | dict(zip(rhs, tb.shape))
+        if len(out) > scope.max_rank or math.prod(size[k] for k in out) > scope.max_elements:
+            return None
+        if len(out) > 1 and draw(st.booleans()):
+            out = draw(st.permutations(out))
+        return {"op": self.name, "args": [a, b], "outs": [scope.new_var()], "lhs": lhs, "rhs": rhs,
+                "out": list(out)}
+
+    def subscripts(self, eqn, lead: str = "") -> str:
+        """The einsum subscripts, each operand and the result prefixed by ``lead`` (``...`` in the
+        reference, for the named axes' leading dims); ProgramError for a label out of range."""
+        def word(labels):
+            if not all(isinstance(k, int) and not isinstance(k, bool) and 0 <= k < len(LETTERS) for k in labels):
+                raise ProgramError(f"einsum labels {str(labels)[:40]} are not integers in [0, {len(LETTERS)})")
+            return lead + "".join(LETTERS[k] for k in labels)
+        return f"{word(eqn['lhs'])},{word(eqn['rhs'])}->{word(eqn['out'])}"
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        spec = self.subscripts(eqn, "...")
+        return [compute(r, ts[0].dtype, lambda u, v: r.xp.einsum(spec, u, v), *xs)]
+
+    def expr(self, rr, eqn, a, ctx):
+        return f"jnp.einsum({self.subscripts(eqn)!r}, {a[0]}, {a[1]})"
 
 
 class Transpose(ExprOp):
@@ -141,4 +255,4 @@ class Conv(Windowed):
                 f"{rr.int(eqn['stride'])}, ({rr.int(eqn['lo'])}, {rr.int(eqn['hi'])}){dil})")
 
 
-OPS = (Matmul(), Transpose(), Conv())
+OPS = (Matmul(), Einsum(), Transpose(), Conv())
