@@ -184,8 +184,11 @@ DOCS = {
     "conv_general_dilated": ("jax.lax.conv_general_dilated",
                              "https://docs.jax.dev/en/latest/_autosummary/jax.lax.conv_general_dilated.html",
                              "a general convolution (a correlation: the kernel is not flipped) with strides, "
-                             "padding and lhs / rhs dilation: XLA's Conv "
+                             "padding, lhs / rhs dilation and feature groups (feature_group_count): XLA's Conv "
                              "(https://openxla.org/xla/operation_semantics#conv)"),
+    "einsum": ("jax.numpy.einsum", "https://docs.jax.dev/en/latest/_autosummary/jax.numpy.einsum.html",
+               "Einstein summation as numpy.einsum defines it: a label in both operands and the result is a batch "
+               "dim, in both operands only a contracted (summed) dim"),
     "dtypes": ("Type promotion semantics", "https://docs.jax.dev/en/latest/type_promotion.html",
                "binary operations on operands of one dtype keep that dtype; `astype` converts between dtypes"),
 }
@@ -655,6 +658,8 @@ def feature_docs(program: dict) -> list:
         keys.append("reduce_window")
     if "conv_general_dilated" in names:
         keys.append("conv_general_dilated")
+    if "einsum" in names:
+        keys.append("einsum")
     if names & {"bfloat16", "float16", "int32", "bool"}:
         keys.append("dtypes")
     if any(n.startswith("io_callback") for n in names):

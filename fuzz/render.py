@@ -139,6 +139,13 @@ _CONV_SRC = [
     "    out = jax.lax.conv_general_dilated(y.reshape(-1, 1, y.shape[-1]), jnp.reshape(kernel, (1, 1, -1)),",
     "                                       (stride,), [padding], **dilations)",
     "    return jnp.moveaxis(out.reshape(y.shape[:-1] + (-1,)), -1, axis)"]
+# a convolution of an (N, C, spatial...) operand, every spatial dim alike (fuzz/ops/linalg.py: conv_nc)
+_CONV_NC_SRC = [
+    "def conv_nc(x, kernel, stride, padding, groups, **dilations):  # lax.conv_general_dilated, N C spatial...",
+    "    nd = jnp.ndim(x) - 2",
+    "    dilations = {k: (v,) * nd for k, v in dilations.items()}",
+    "    return jax.lax.conv_general_dilated(x, kernel, (stride,) * nd, [padding] * nd,",
+    "                                        feature_group_count=groups, **dilations)"]
 # A shard_map on an Explicit mesh: JAX wants its inputs sharded as in_specs say (else ValueError
 # "in_specs passed to shard_map ... does not match the specs of the input", jax 0.10.2) and types
 # its results by out_specs; where the typing does not track sharding types (fuzz.typecheck.
@@ -154,7 +161,7 @@ _HELPER_SOURCES = (({"weights", "vjp", "jvp", "linearize"}, _WEIGHTS_SRC), ({"vj
                    ({"linearize"}, _LINEARIZE_SRC), ({"lax_map"}, _LAX_MAP_SRC), ({"lax_scan"}, _LAX_SCAN_SRC),
                    ({"jac"}, _JAC_SRC),
                    ({"cond"}, _COND_SRC), ({"fori_loop"}, _FORI_SRC), ({"while_loop"}, _WHILE_SRC),
-                   ({"auto_axes"}, _AUTO_AXES_SRC), ({"along"}, _ALONG_SRC), ({"conv"}, _CONV_SRC),
+                   ({"auto_axes"}, _AUTO_AXES_SRC), ({"along"}, _ALONG_SRC), ({"conv"}, _CONV_SRC), ({"conv_nc"}, _CONV_NC_SRC),
                    ({"reshard"}, _RESHARDED_SRC))
 _HELPERS = frozenset().union(*(names for names, _ in _HELPER_SOURCES))
 

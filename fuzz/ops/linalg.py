@@ -1,6 +1,7 @@
 """Linear algebra: ``matmul`` (``a @ b``, ``b`` of rank 2), ``einsum`` (``jnp.einsum`` of two operands:
 a dot_general with batch and contracting dims anywhere), ``transpose`` (all dims reversed) and ``conv``
-(``lax.conv_general_dilated`` along one dim with a seeded kernel).
+(``lax.conv_general_dilated`` along one dim with a seeded kernel) and ``conv_nc`` (``lax.conv_general_dilated``
+of an (N, C, spatial...) operand in place: features, groups, one or two spatial dims).
 
 Dtypes: ``matmul`` of two float32, bfloat16, float16 or int32 operands of one dtype, the
 result in that dtype (jnp.matmul without ``preferred_element_type``). XLA CPU computes a
@@ -20,6 +21,8 @@ convolution's spatial dim with halo exchanges of its own (``PartitionConvolution
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from hypothesis import strategies as st
 
@@ -255,4 +258,106 @@ class Conv(Windowed):
                 f"{rr.int(eqn['stride'])}, ({rr.int(eqn['lo'])}, {rr.int(eqn['hi'])}){dil})")
 
 
-OPS = (Matmul(), Einsum(), Transpose(), Conv())
+class ConvNC(Windowed):
+    """``conv_nc``: ``lax.conv_general_dilated`` of a float32 ``x`` of shape (N, C, S1[, S2]) in its own
+    layout (batch dim 0, feature dim 1, one or two spatial dims; JAX's default dimension numbers
+    NCH / NCHW, OIH / OIHW) with the kernel ``weights(seed, (features, C // groups, window, ...))``
+    and ``feature_group_count=groups``; every spatial dim has the window, stride, padding
+    ``(lo, hi)`` and dilations of :class:`fuzz.ops.scans.Windowed`. The result is (N, features,
+    O1[, O2]).
+
+    Semantics (XLA's Conv, https://openxla.org/xla/operation_semantics#conv, a correlation):
+    with ``g = groups``, input features and output features are cut into g groups in order, and
+    output feature ``o`` of group ``o // (features // g)`` sums, over the input features ``c`` of its
+    group and the window positions, ``w[o, c % (C // g), j...] * x'[n, c, k * stride + j * rhs_dilation]``
+    (``x'`` padded and lhs-dilated as ``conv`` says). Unlike ``conv``, no dim is folded or moved:
+    splits of the batch, feature and spatial dims reach XLA's convolution partitioner
+    (``PartitionConvolution``: batch, feature-group, halo and window-dilated cases) as they are.
+    """
+
+    name = "conv_nc"
+    family = "matmul"
+    along_param = None
+    dilations = ("lhs_dilation", "rhs_dilation")
+    params = {**{k: v for k, v in Windowed.params.items() if k not in Windowed.dilations and k != "axis"},
+              "lhs_dilation": int_schema(1, 3), "rhs_dilation": int_schema(1, 3), "features": int_schema(1, 4),
+              "groups": int_schema(1, 4), "seed": SEED}
+    feature_names = ("conv_general_dilated",)
+    explicit_ok = False
+    explicit_rule = False
+
+    def features(self, eqn):
+        return set(self.feature_names) | ({"feature_group_count"} if eqn.get("groups", 1) > 1 else set())
+
+    def along(self, eqn):
+        """The first spatial dim, kept in place: the partitioner exchanges halos along it."""
+        return 2, 2
+
+    def types(self, eqn, args, ctx):
+        (x,) = args
+        g, o = eqn["groups"], eqn["features"]
+        require(x.rank in (3, 4), f"conv_nc of rank {x.rank} (N, C and one or two spatial dims)")
+        require(0 not in x.shape, f"conv_nc of an empty array {x.shape}")
+        require(g >= 1 and x.shape[1] % g == 0 and o % g == 0,
+                f"conv_nc groups {g} must divide its {x.shape[1]} input and {o} output features")
+        out = x.shape[:1] + (o,)
+        for d in range(2, x.rank):
+            out += super().types({**eqn, "axis": d}, [Ty(x.shape)], ctx)[0].shape[d:d + 1]
+        return [Ty(out, x.vma)]
+
+    def draw(self, draw, ctx, scope):
+        xs = [v for v in scope.floats(min_rank=3) if scope.visible[v].rank <= 4 and 0 not in scope.visible[v].shape]
+        if not xs:
+            return None
+        x = scope.pick(draw, xs)
+        shape = scope.visible[x].shape
+        e = {"op": self.name, "args": [x], "window": draw(st.integers(1, 3)), "stride": draw(st.integers(1, 2)),
+             "lo": draw(st.integers(0, 2)), "hi": draw(st.integers(0, 2)),
+             "lhs_dilation": draw(st.sampled_from([1, 1, 2])), "rhs_dilation": draw(st.sampled_from([1, 1, 2]))}
+        if any(len(self.positions(n, e)) == 0 for n in shape[2:]):  # the window fits every spatial dim
+            self.fall_back(e, min(shape[2:]))
+        g = draw(st.sampled_from([k for k in (1, 2, 3, 4) if shape[1] % k == 0]))
+        e.update(groups=g, features=g * draw(st.integers(1, max(1, 4 // g))), seed=draw(st.integers(0, 255)))
+        try:
+            (ty,) = self.types(e, [Ty(shape)], ctx)
+        except ProgramError:
+            return None
+        return {**e, "outs": [scope.new_var()]} if ty.size <= scope.max_elements else None
+
+    def fall_back(self, e, n):
+        e.update(window=min(e["window"], n), lo=0, hi=0, rhs_dilation=1, lhs_dilation=1)
+
+    def kernel(self, eqn, channels: int, spatial: int) -> np.ndarray:
+        """The kernel (features, channels // groups, window, ...), float32: ``weights`` of its seed."""
+        from fuzz.reference import weights
+
+        return weights(eqn["seed"], (eqn["features"], channels // eqn["groups"]) + (eqn["window"],) * spatial)
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        xp = r.xp
+        x = xs[0]
+        K = len(ctx.axes)
+        spatial = x.ndim - K - 2
+        y = x
+        for d in range(spatial):  # (..., N, C, O1, k1, O2, k2): each spatial dim's windows
+            pos = K + 2 + 2 * d
+            y = self.gather(xp, y, pos, self.positions(y.shape[pos], eqn), 0.0)
+        g, o = eqn["groups"], eqn["features"]
+        n, c = x.shape[K], x.shape[K + 1]
+        y = y.reshape(x.shape[:K] + (n, g, c // g) + y.shape[K + 2:])
+        w = self.kernel(eqn, c, spatial).reshape((g, o // g, c // g) + (eqn["window"],) * spatial)
+        win = "PpQq"[:2 * spatial]
+        out = xp.einsum(f"...nGc{win},GOc{win[1::2]}->...nGO{win[0::2]}", y, w)
+        return [out.reshape(out.shape[:K + 1] + (o,) + out.shape[K + 3:])]
+
+    def expr(self, rr, eqn, a, ctx):
+        # rank-polymorphic (one function's source serves calls under vmap): the render helper
+        # conv_nc gives every spatial dim of x (those after N and C) the same window parameters
+        rr.helpers.update({"weights", "conv_nc"})
+        dil = "".join(f", {k}={rr.int(eqn[k])}" for k in self.dilations if rr.int(eqn[k]) != "1")
+        return (f"conv_nc({a[0]}, weights({rr.int(eqn['seed'])}, ({rr.int(eqn['features'])}, "
+                f"{a[0]}.shape[1] // {rr.int(eqn['groups'])}) + ({rr.int(eqn['window'])},) * ({a[0]}.ndim - 2)), "
+                f"{rr.int(eqn['stride'])}, ({rr.int(eqn['lo'])}, {rr.int(eqn['hi'])}), {rr.int(eqn['groups'])}{dil})")
+
+
+OPS = (Matmul(), Einsum(), Transpose(), Conv(), ConvNC())
