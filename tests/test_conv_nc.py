@@ -19,14 +19,18 @@ from test_custom_ops import agree_on_generated, judged
 GRAD = {"kind": "grad", "argnums": [0]}
 W1 = dict(window=3, stride=1, lo=1, hi=2, lhs_dilation=1, rhs_dilation=2, features=2, groups=2, seed=4)
 W2 = dict(window=2, stride=2, lo=0, hi=1, lhs_dilation=2, rhs_dilation=1, features=3, groups=1, seed=5)
+# a kernel operand: x (2, 4, 6) with itself (features 2, groups 1, window 6) and with k (4, 2, 3)
+SELF = dict(window=6, stride=1, lo=2, hi=3, lhs_dilation=1, rhs_dilation=1, features=2, groups=1, seed=0)
+KER = dict(window=3, stride=1, lo=1, hi=1, lhs_dilation=1, rhs_dilation=2, features=4, groups=2, seed=0)
 
 
-def by_loop(x, e):
-    """XLA's Conv by its definition, one output element at a time (x: (N, C, S...), NumPy)."""
+def by_loop(x, e, w=None):
+    """XLA's Conv by its definition, one output element at a time (x: (N, C, S...), NumPy; the
+    kernel ``w``, or the seeded one)."""
     spatial = x.ndim - 2
     n, c = x.shape[:2]
     g, o, k = e["groups"], e["features"], e["window"]
-    w = weights(e["seed"], (o, c // g) + (k,) * spatial)
+    w = weights(e["seed"], (o, c // g) + (k,) * spatial) if w is None else w
     xd = np.zeros((n, c) + tuple((m - 1) * e["lhs_dilation"] + 1 for m in x.shape[2:]), np.float32)
     xd[(slice(None),) * 2 + (slice(None, None, e["lhs_dilation"]),) * spatial] = x
     xp = np.pad(xd, [(0, 0)] * 2 + [(e["lo"], e["hi"])] * spatial)
@@ -47,6 +51,9 @@ def conv_program():
     body = fn(["a", "b"], [eqn("conv_nc", ["a"], ["t0"], **W1), eqn("conv_nc", ["b"], ["t1"], **W2)], ["t0", "t1"])
     loss = fn(["a"], [eqn("conv_nc", ["a"], ["t"], **W1), eqn("sin", ["t"], ["y"]),
                       eqn("wsum", ["y"], ["l"], seed=7)], ["l"])
+    kern = fn(["a", "k"], [eqn("conv_nc", ["a", "a"], ["t0"], **SELF), eqn("conv_nc", ["a", "k"], ["t1"], **KER),
+                           eqn("sin", ["t1"], ["y"]), eqn("wsum", ["y"], ["l1"], seed=8),
+                           eqn("wsum", ["t0"], ["l0"], seed=9), eqn("add", ["l0", "l1"], ["l"])], ["l"])
     calls = [call("f0", [JIT], ["x0", "x1"]),
              call("f0", [], ["x0", "x1"]),
              call("f0", [JIT], ["x2", "x3"]),  # batch / feature / spatial dims split
@@ -54,12 +61,17 @@ def conv_program():
                                         [[["x"], None, None], [None, None, ["x"], None]])], ["x0", "x1"]),
              call("f0", [JIT, vmap([0, 0], [0, 0])], ["x4", "x5"]),
              call("f1", [JIT, GRAD], ["x2"]),
-             call("f1", [JIT, vmap([1], [0]), GRAD], ["x6"])]
+             call("f1", [JIT, vmap([1], [0]), GRAD], ["x6"]),
+             call("f2", [JIT], ["x2", "x7"]),
+             call("f2", [JIT, {"kind": "grad", "argnums": [0, 1]}], ["x2", "x7"]),  # through the kernel too
+             call("f2", [JIT, vmap([None, 0], [0]), {"kind": "grad", "argnums": [1]}], ["x0", "x8"])]
     p = program(mesh=(("x", 2), ("y", 2)),
                 inputs=[("x0", (2, 4, 6), 1), ("x1", (2, 2, 4, 5), 2), ("x2", (2, 4, 6), 3), ("x3", (2, 2, 4, 5), 4),
-                        ("x4", (2, 2, 4, 6), 5), ("x5", (2, 2, 2, 4, 5), 6), ("x6", (2, 2, 4, 6), 7)],
-                functions={"f0": body, "f1": loss}, calls=calls)
-    specs = {"x2": [None, ["x"], ["y"]], "x3": [["y"], None, ["x"], None], "x6": [None, None, ["x"], None]}
+                        ("x4", (2, 2, 4, 6), 5), ("x5", (2, 2, 2, 4, 5), 6), ("x6", (2, 2, 4, 6), 7),
+                        ("x7", (4, 2, 3), 8), ("x8", (2, 4, 2, 3), 9)],
+                functions={"f0": body, "f1": loss, "f2": kern}, calls=calls)
+    specs = {"x2": [None, ["x"], ["y"]], "x3": [["y"], None, ["x"], None], "x6": [None, None, ["x"], None],
+             "x7": [["x"], ["y"], None]}
     for i in p["inputs"]:
         i["spec"] = specs.get(i["name"])
     return p
@@ -74,12 +86,20 @@ def test_conv_nc_reference_by_hand():
         np.testing.assert_allclose(got, w, rtol=1e-6, atol=1e-6)
     for k in range(2):  # eager and jit alike
         np.testing.assert_array_equal(res[1][k], res[0][k])
+    x, k = make_input(3, (2, 4, 6)), make_input(8, (4, 2, 3))
+    w8 = lambda y: float(np.sum(np.sin(y) * weights(8, y.shape)))
+    l = float(np.sum(by_loop(x, SELF, x) * weights(9, (2, 2, 6)))) + w8(by_loop(x, KER, k))
+    np.testing.assert_allclose(res[7][0], l, rtol=1e-5)
 
 
 def test_conv_nc_typing():
     ctx = T.Ctx(mesh={"x": 2}, axes=(T.Axis("x", 2, "mesh"),))
     e = eqn("conv_nc", ["a"], ["t"], **W1)
     assert T.eqn_types(e, [T.Ty((2, 4, 6), frozenset({"x"}))], ctx) == [T.Ty((2, 2, 5), frozenset({"x"}))]
+    assert T.eqn_types(eqn("conv_nc", ["a", "k"], ["t"], **KER), [T.Ty((2, 4, 6)), T.Ty((4, 2, 3), frozenset({"x"}))],
+                       ctx) == [T.Ty((2, 4, 4), frozenset({"x"}))]
+    with pytest.raises(T.ProgramError, match="kernel of shape"):
+        T.eqn_types(eqn("conv_nc", ["a", "k"], ["t"], **KER), [T.Ty((2, 4, 6)), T.Ty((4, 4, 3))], ctx)
     for ty, params, msg in [(T.Ty((2, 6)), {}, "rank 2"), (T.Ty((2, 3, 6)), {}, "groups 2 must divide"),
                             (T.Ty((2, 4, 6)), {"features": 3}, "groups 2 must divide"),
                             (T.Ty((2, 4, 0)), {}, "empty"), (T.Ty((2, 4, 1)), {"window": 3, "lo": 0, "hi": 0}, "longer")]:
@@ -110,7 +130,7 @@ class Ungrouped(Reference):
 
 def test_a_wrong_conv_nc_in_the_reference_is_caught(worker):
     p = conv_program()
-    assert {c for o, c in judged(worker, p, Ungrouped(p).evaluate()) if o == "differential"} == {0, 1, 2, 3, 4}
+    assert {c for o, c in judged(worker, p, Ungrouped(p).evaluate()) if o == "differential"} == {0, 1, 2, 3, 4, 7}
 
 
 def test_generated_programs_with_conv_nc_agree(worker):

@@ -261,10 +261,12 @@ class Conv(Windowed):
 class ConvNC(Windowed):
     """``conv_nc``: ``lax.conv_general_dilated`` of a float32 ``x`` of shape (N, C, S1[, S2]) in its own
     layout (batch dim 0, feature dim 1, one or two spatial dims; JAX's default dimension numbers
-    NCH / NCHW, OIH / OIHW) with the kernel ``weights(seed, (features, C // groups, window, ...))``
-    and ``feature_group_count=groups``; every spatial dim has the window, stride, padding
+    NCH / NCHW, OIH / OIHW) with ``feature_group_count=groups`` and the kernel either the seeded
+    constant ``weights(seed, (features, C // groups, window, ...))`` or a second float32 operand of
+    that shape (then the derivative reaches the kernel too: JAX's transpose rule for it is a
+    convolution with ``batch_group_count``); every spatial dim has the window, stride, padding
     ``(lo, hi)`` and dilations of :class:`fuzz.ops.scans.Windowed`. The result is (N, features,
-    O1[, O2]).
+    O1[, O2]) and varies wherever ``x`` or the kernel does.
 
     Semantics (XLA's Conv, https://openxla.org/xla/operation_semantics#conv, a correlation):
     with ``g = groups``, input features and output features are cut into g groups in order, and
@@ -277,11 +279,13 @@ class ConvNC(Windowed):
 
     name = "conv_nc"
     family = "matmul"
+    n_args = frozenset({1, 2})
     along_param = None
     dilations = ("lhs_dilation", "rhs_dilation")
     params = {**{k: v for k, v in Windowed.params.items() if k not in Windowed.dilations and k != "axis"},
-              "lhs_dilation": int_schema(1, 3), "rhs_dilation": int_schema(1, 3), "features": int_schema(1, 4),
-              "groups": int_schema(1, 4), "seed": SEED}
+              "window": int_schema(1, 64),  # (a kernel operand's, up to an input dim)
+              "lhs_dilation": int_schema(1, 3), "rhs_dilation": int_schema(1, 3), "features": int_schema(1, 64),
+              "groups": int_schema(1, 64), "seed": SEED}
     feature_names = ("conv_general_dilated",)
     explicit_ok = False
     explicit_rule = False
@@ -293,24 +297,31 @@ class ConvNC(Windowed):
         """The first spatial dim, kept in place: the partitioner exchanges halos along it."""
         return 2, 2
 
+    def kernel_shape(self, eqn, x: Ty) -> tuple:
+        """The kernel's shape for the operand type ``x``: (features, C // groups, window, ...)."""
+        return (eqn["features"], x.shape[1] // eqn["groups"]) + (eqn["window"],) * (x.rank - 2)
+
     def types(self, eqn, args, ctx):
-        (x,) = args
+        x = args[0]
         g, o = eqn["groups"], eqn["features"]
         require(x.rank in (3, 4), f"conv_nc of rank {x.rank} (N, C and one or two spatial dims)")
         require(0 not in x.shape, f"conv_nc of an empty array {x.shape}")
         require(g >= 1 and x.shape[1] % g == 0 and o % g == 0,
                 f"conv_nc groups {g} must divide its {x.shape[1]} input and {o} output features")
+        require(len(args) == 1 or args[1].shape == self.kernel_shape(eqn, x),
+                f"conv_nc kernel of shape {args[-1].shape} for {self.kernel_shape(eqn, x)}")
         out = x.shape[:1] + (o,)
         for d in range(2, x.rank):
             out += super().types({**eqn, "axis": d}, [Ty(x.shape)], ctx)[0].shape[d:d + 1]
-        return [Ty(out, x.vma)]
+        return [Ty(out, frozenset().union(*(a.vma for a in args)))]
 
     def draw(self, draw, ctx, scope):
-        xs = [v for v in scope.floats(min_rank=3) if scope.visible[v].rank <= 4 and 0 not in scope.visible[v].shape]
+        vis = scope.visible
+        xs = [v for v in scope.floats(min_rank=3) if vis[v].rank <= 4 and 0 not in vis[v].shape]
         if not xs:
             return None
         x = scope.pick(draw, xs)
-        shape = scope.visible[x].shape
+        shape = vis[x].shape
         e = {"op": self.name, "args": [x], "window": draw(st.integers(1, 3)), "stride": draw(st.integers(1, 2)),
              "lo": draw(st.integers(0, 2)), "hi": draw(st.integers(0, 2)),
              "lhs_dilation": draw(st.sampled_from([1, 1, 2])), "rhs_dilation": draw(st.sampled_from([1, 1, 2]))}
@@ -318,22 +329,30 @@ class ConvNC(Windowed):
             self.fall_back(e, min(shape[2:]))
         g = draw(st.sampled_from([k for k in (1, 2, 3, 4) if shape[1] % k == 0]))
         e.update(groups=g, features=g * draw(st.integers(1, max(1, 4 // g))), seed=draw(st.integers(0, 255)))
-        try:
-            (ty,) = self.types(e, [Ty(shape)], ctx)
-        except ProgramError:
-            return None
-        return {**e, "outs": [scope.new_var()]} if ty.size <= scope.max_elements else None
+        # or a kernel in scope: (O, C // g, k, ...) for some g dividing C and O (x itself, say, with g = 1)
+        kernels = [(v, shape[1] // vis[v].shape[1]) for v in scope.floats(min_rank=3)
+                   if vis[v].rank == len(shape) and len(set(vis[v].shape[2:])) == 1 and vis[v].shape[1]
+                   and shape[1] % vis[v].shape[1] == 0 and vis[v].shape[0] % (shape[1] // vis[v].shape[1]) == 0]
+        tries = [e]
+        if kernels and draw(st.booleans()):
+            k, kg = scope.sample(draw, kernels, var=lambda c: c[0])
+            tries.insert(0, {**e, "args": [x, k], "groups": kg, "features": vis[k].shape[0], "window": vis[k].shape[2]})
+            if any(len(self.positions(n, tries[0])) == 0 for n in shape[2:]):
+                tries[0].update(lo=0, hi=0, lhs_dilation=1, rhs_dilation=1)
+        for e in tries:  # (the kernel in scope, when it fits; else the constant one)
+            try:
+                (ty,) = self.types(e, [vis[a] for a in e["args"]], ctx)
+            except ProgramError:
+                continue
+            return {**e, "outs": [scope.new_var()]} if ty.size <= scope.max_elements else None
+        return None
 
     def fall_back(self, e, n):
         e.update(window=min(e["window"], n), lo=0, hi=0, rhs_dilation=1, lhs_dilation=1)
 
-    def kernel(self, eqn, channels: int, spatial: int) -> np.ndarray:
-        """The kernel (features, channels // groups, window, ...), float32: ``weights`` of its seed."""
+    def reference(self, r, eqn, xs, ts, ctx):
         from fuzz.reference import weights
 
-        return weights(eqn["seed"], (eqn["features"], channels // eqn["groups"]) + (eqn["window"],) * spatial)
-
-    def reference(self, r, eqn, xs, ts, ctx):
         xp = r.xp
         x = xs[0]
         K = len(ctx.axes)
@@ -345,19 +364,25 @@ class ConvNC(Windowed):
         g, o = eqn["groups"], eqn["features"]
         n, c = x.shape[K], x.shape[K + 1]
         y = y.reshape(x.shape[:K] + (n, g, c // g) + y.shape[K + 2:])
-        w = self.kernel(eqn, c, spatial).reshape((g, o // g, c // g) + (eqn["window"],) * spatial)
+        w = xs[1] if len(xs) > 1 else weights(eqn["seed"], (o, c // g) + (eqn["window"],) * spatial)
+        w = w.reshape(w.shape[:w.ndim - spatial - 2] + (g, o // g, c // g) + (eqn["window"],) * spatial)
         win = "PpQq"[:2 * spatial]
-        out = xp.einsum(f"...nGc{win},GOc{win[1::2]}->...nGO{win[0::2]}", y, w)
+        out = xp.einsum(f"...nGc{win},...GOc{win[1::2]}->...nGO{win[0::2]}", y, w)
         return [out.reshape(out.shape[:K + 1] + (o,) + out.shape[K + 3:])]
 
     def expr(self, rr, eqn, a, ctx):
         # rank-polymorphic (one function's source serves calls under vmap): the render helper
         # conv_nc gives every spatial dim of x (those after N and C) the same window parameters
-        rr.helpers.update({"weights", "conv_nc"})
+        rr.helpers.add("conv_nc")
         dil = "".join(f", {k}={rr.int(eqn[k])}" for k in self.dilations if rr.int(eqn[k]) != "1")
-        return (f"conv_nc({a[0]}, weights({rr.int(eqn['seed'])}, ({rr.int(eqn['features'])}, "
-                f"{a[0]}.shape[1] // {rr.int(eqn['groups'])}) + ({rr.int(eqn['window'])},) * ({a[0]}.ndim - 2)), "
-                f"{rr.int(eqn['stride'])}, ({rr.int(eqn['lo'])}, {rr.int(eqn['hi'])}), {rr.int(eqn['groups'])}{dil})")
+        if len(a) > 1:
+            kernel = a[1]
+        else:
+            rr.helpers.add("weights")
+            kernel = (f"weights({rr.int(eqn['seed'])}, ({rr.int(eqn['features'])}, {a[0]}.shape[1] // "
+                      f"{rr.int(eqn['groups'])}) + ({rr.int(eqn['window'])},) * ({a[0]}.ndim - 2))")
+        return (f"conv_nc({a[0]}, {kernel}, {rr.int(eqn['stride'])}, ({rr.int(eqn['lo'])}, {rr.int(eqn['hi'])}), "
+                f"{rr.int(eqn['groups'])}{dil})")
 
 
 OPS = (Matmul(), Einsum(), Transpose(), Conv(), ConvNC())
