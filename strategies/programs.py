@@ -121,6 +121,10 @@ class _Gen:
         # differentiated parameters and what is computed from them, as automatic
         # differentiation calls them active (see function())
         self.active: set = set()
+        # Jacobians replaced by a jit after their body was drawn (see chain_call): that body was
+        # drawn as a differentiated one, its picks among values the final program does not
+        # differentiate (tests/test_derivatives.py counts them apart)
+        self.replaced_jacobians = 0
         self.focus: tuple = ()  # the ops this program favours, in registry order (see programs())
         self.committed: list = []  # the input spec (or None) of each argument of the call being drawn
         # ops that make a grad's loss (sum first: shrinking goes there) and ops that make a
@@ -434,6 +438,7 @@ class _Gen:
             # jacrev(jit(jacrev(jacrev(f)))) with results of rank 9); a jit, which keeps the
             # body's types and refuses nothing a Jacobian's body may hold, takes its place
             t = {"kind": "jit"}
+            self.replaced_jacobians += 1
             inner_ctx, inner_args = T.enter(t, ctx, args)
         self.transform_out(t, ctx, inner_ctx, inner_results, inner_args)
         return [t] + rest, fn, T.exit_(t, ctx, inner_ctx, args, inner_results)

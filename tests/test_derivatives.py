@@ -374,13 +374,16 @@ def test_under_a_derivative_operands_are_picked_among_the_values_it_reaches(monk
             seen.append((self.local, frozenset(self.visible)))
         return real_sample(self, draw, cands, var)
 
+    gens = []
+
     def init(self, *a, **k):
         seen.clear()  # (one _Gen per drawn program)
+        gens[:] = [self]
         real_init(self, *a, **k)
 
     monkeypatch.setattr(Scope, "sample", sample)
     monkeypatch.setattr(SP._Gen, "__init__", init)
-    count = {"programs": 0, "picks": 0, "exact": 0}
+    count = {"programs": 0, "picks": 0, "exact": 0, "replaced": 0}
     for s in range(61, 67):
         @hseed(s)
         @settings(max_examples=40, phases=[Phase.generate], database=None, deadline=None,
@@ -390,6 +393,9 @@ def test_under_a_derivative_operands_are_picked_among_the_values_it_reaches(monk
             active = active_values(p)
             count["programs"] += 1
             once = len({c["function"] for c in p["calls"]}) == len(p["calls"])
+            if gens[0].replaced_jacobians:  # (a body drawn differentiated, then called under a jit)
+                count["replaced"] += 1
+                return
             for local, visible in seen:
                 if once:  # (a function called under two chains is active where either makes it so)
                     assert local == visible & active, (sorted(local ^ (visible & active)), p)
@@ -399,6 +405,7 @@ def test_under_a_derivative_operands_are_picked_among_the_values_it_reaches(monk
                 count["picks"] += 1
         check()
     assert count["programs"] >= 200 and count["picks"] >= 100 and count["exact"] >= 50, count
+    assert count["replaced"] <= count["programs"] // 20, count  # (the exception stays rare)
 
 
 @pytest.mark.slow  # (a statistic over drawn programs, 25 s: the default run stays under CI's 10 minutes)
