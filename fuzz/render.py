@@ -141,10 +141,11 @@ _CONV_SRC = [
     "    return jnp.moveaxis(out.reshape(y.shape[:-1] + (-1,)), -1, axis)"]
 # a convolution of an (N, C, spatial...) operand, every spatial dim alike (fuzz/ops/linalg.py: conv_nc)
 _CONV_NC_SRC = [
-    "def conv_nc(x, kernel, stride, padding, groups, **dilations):  # lax.conv_general_dilated, N C spatial...",
+    "def conv_nc(x, kernel, stride, padding, groups, channels_last=False, **dilations):  # N C spatial... or N spatial... C",
     "    nd = jnp.ndim(x) - 2",
     "    dilations = {k: (v,) * nd for k, v in dilations.items()}",
-    "    return jax.lax.conv_general_dilated(x, kernel, (stride,) * nd, [padding] * nd,",
+    "    dims = ((\"NWC\", \"WIO\", \"NWC\") if nd == 1 else (\"NHWC\", \"HWIO\", \"NHWC\")) if channels_last else None",
+    "    return jax.lax.conv_general_dilated(x, kernel, (stride,) * nd, [padding] * nd, dimension_numbers=dims,",
     "                                        feature_group_count=groups, **dilations)"]
 # A shard_map on an Explicit mesh: JAX wants its inputs sharded as in_specs say (else ValueError
 # "in_specs passed to shard_map ... does not match the specs of the input", jax 0.10.2) and types

@@ -135,3 +135,58 @@ def test_a_wrong_conv_nc_in_the_reference_is_caught(worker):
 
 def test_generated_programs_with_conv_nc_agree(worker):
     assert "conv_general_dilated" in agree_on_generated(worker, "conv_nc", 3)
+
+
+# ------------------------------------------------------------------ conv_nwc (channels last)
+def nwc_program():
+    body = fn(["a", "k"], [eqn("conv_nwc", ["a"], ["t0"], **W1), eqn("conv_nwc", ["a", "k"], ["t1"], **KER)],
+              ["t0", "t1"])
+    loss = fn(["a", "k"], [eqn("conv_nwc", ["a", "k"], ["t"], **KER), eqn("sin", ["t"], ["y"]),
+                           eqn("wsum", ["y"], ["l"], seed=7)], ["l"])
+    calls = [call("f0", [JIT], ["x0", "x1"]),
+             call("f0", [], ["x0", "x1"]),
+             call("f0", [JIT], ["x2", "x3"]),  # batch / spatial / feature dims and the kernel split
+             call("f0", [JIT, shard_map([[None, ["x"], None], [None, None, None]],
+                                        [[None, ["x"], None], [None, ["x"], None]])], ["x0", "x1"]),
+             call("f0", [JIT, vmap([0, None], [0, 0])], ["x4", "x1"]),
+             call("f1", [JIT, {"kind": "grad", "argnums": [0, 1]}], ["x2", "x3"])]
+    p = program(mesh=(("x", 2), ("y", 2)),
+                inputs=[("x0", (2, 6, 4), 1), ("x1", (3, 2, 4), 2), ("x2", (2, 6, 4), 3), ("x3", (3, 2, 4), 4),
+                        ("x4", (3, 2, 6, 4), 5)],
+                functions={"f0": body, "f1": loss}, calls=calls)
+    specs = {"x2": [["y"], ["x"], None], "x3": [None, None, ["x"]]}
+    for i in p["inputs"]:
+        i["spec"] = specs.get(i["name"])
+    return p
+
+
+def test_conv_nwc_is_conv_nc_in_the_channels_last_layout():
+    res = evaluate(nwc_program())["results"]
+    x, k = make_input(1, (2, 6, 4), ), make_input(2, (3, 2, 4))
+    nc = lambda a: np.moveaxis(a, -1, 1)
+    w1 = np.transpose(weights(W1["seed"], (3, 2, 2)), (2, 1, 0))  # (window, C // g, O) -> (O, C // g, window)
+    want = [np.moveaxis(by_loop(nc(x), W1, w1), 1, -1), np.moveaxis(by_loop(nc(x), KER, np.transpose(k, (2, 1, 0))), 1, -1)]
+    assert [w.shape for w in want] == [(2, 5, 2), (2, 4, 4)]
+    for got, w in zip(res[0], want):
+        np.testing.assert_allclose(got, w, rtol=1e-6, atol=1e-6)
+    src = render(nwc_program())
+    assert "conv_nc(a, weights(4, (3,) * (a.ndim - 2) + (a.shape[-1] // 2, 2)), 1, (1, 2), 2, channels_last=True" in src
+    assert O.get("conv_nwc").features(eqn("conv_nwc", ["a"], ["t"], **W1)) >= {"conv_general_dilated", "channels_last"}
+
+
+def test_conv_nwc_typing():
+    ctx = T.Ctx(mesh={"x": 2}, axes=(T.Axis("x", 2, "mesh"),))
+    assert T.eqn_types(eqn("conv_nwc", ["a", "k"], ["t"], **KER), [T.Ty((2, 6, 4)), T.Ty((3, 2, 4))], ctx) == \
+        [T.Ty((2, 4, 4))]
+    with pytest.raises(T.ProgramError, match="kernel of shape"):  # (an OIW kernel in a channels-last conv)
+        T.eqn_types(eqn("conv_nwc", ["a", "k"], ["t"], **KER), [T.Ty((2, 6, 4)), T.Ty((4, 2, 3))], ctx)
+    with pytest.raises(T.ProgramError, match="groups 2 must divide"):
+        T.eqn_types(eqn("conv_nwc", ["a"], ["t"], **W1), [T.Ty((2, 6, 3))], ctx)
+
+
+def test_jax_agrees_with_the_reference_on_conv_nwc(worker):
+    agree_with_jax(worker, nwc_program())
+
+
+def test_generated_programs_with_conv_nwc_agree(worker):
+    assert "channels_last" in agree_on_generated(worker, "conv_nwc", 3)

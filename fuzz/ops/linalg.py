@@ -297,23 +297,40 @@ class ConvNC(Windowed):
         """The first spatial dim, kept in place: the partitioner exchanges halos along it."""
         return 2, 2
 
+    channels_last = False  # the layout: (N, C, S...) and kernels (O, I, k...); see ConvNWC
+
+    def canon(self, shape: tuple) -> tuple:
+        """An operand's shape in the (N, C, S...) order."""
+        return (shape[0], shape[-1]) + tuple(shape[1:-1]) if self.channels_last else tuple(shape)
+
+    def kernel_canon(self, shape: tuple) -> tuple:
+        """A kernel's shape in the (O, C // groups, k...) order."""
+        return (shape[-1], shape[-2]) + tuple(shape[:-2]) if self.channels_last else tuple(shape)
+
+    def uncanon(self, shape: tuple) -> tuple:
+        """A result's shape from the (N, O, S...) order to the op's layout."""
+        return (shape[0],) + tuple(shape[2:]) + (shape[1],) if self.channels_last else tuple(shape)
+
     def kernel_shape(self, eqn, x: Ty) -> tuple:
-        """The kernel's shape for the operand type ``x``: (features, C // groups, window, ...)."""
-        return (eqn["features"], x.shape[1] // eqn["groups"]) + (eqn["window"],) * (x.rank - 2)
+        """The kernel's shape for the operand type ``x``: (features, C // groups, window, ...), or
+        (window, ..., C // groups, features) for channels last."""
+        c = self.canon(x.shape)[1]
+        k = (eqn["window"],) * (x.rank - 2)
+        return k + (c // eqn["groups"], eqn["features"]) if self.channels_last else (eqn["features"], c // eqn["groups"]) + k
 
     def types(self, eqn, args, ctx):
-        x = args[0]
+        x = Ty(self.canon(args[0].shape)) if args[0].rank in (3, 4) else args[0]
         g, o = eqn["groups"], eqn["features"]
         require(x.rank in (3, 4), f"conv_nc of rank {x.rank} (N, C and one or two spatial dims)")
         require(0 not in x.shape, f"conv_nc of an empty array {x.shape}")
         require(g >= 1 and x.shape[1] % g == 0 and o % g == 0,
                 f"conv_nc groups {g} must divide its {x.shape[1]} input and {o} output features")
-        require(len(args) == 1 or args[1].shape == self.kernel_shape(eqn, x),
-                f"conv_nc kernel of shape {args[-1].shape} for {self.kernel_shape(eqn, x)}")
+        require(len(args) == 1 or args[1].shape == self.kernel_shape(eqn, args[0]),
+                f"conv_nc kernel of shape {args[-1].shape} for {self.kernel_shape(eqn, args[0])}")
         out = x.shape[:1] + (o,)
         for d in range(2, x.rank):
             out += super().types({**eqn, "axis": d}, [Ty(x.shape)], ctx)[0].shape[d:d + 1]
-        return [Ty(out, frozenset().union(*(a.vma for a in args)))]
+        return [Ty(self.uncanon(out), frozenset().union(*(a.vma for a in args)))]
 
     def draw(self, draw, ctx, scope):
         vis = scope.visible
@@ -321,7 +338,7 @@ class ConvNC(Windowed):
         if not xs:
             return None
         x = scope.pick(draw, xs)
-        shape = vis[x].shape
+        shape = self.canon(vis[x].shape)
         e = {"op": self.name, "args": [x], "window": draw(st.integers(1, 3)), "stride": draw(st.integers(1, 2)),
              "lo": draw(st.integers(0, 2)), "hi": draw(st.integers(0, 2)),
              "lhs_dilation": draw(st.sampled_from([1, 1, 2])), "rhs_dilation": draw(st.sampled_from([1, 1, 2]))}
@@ -330,13 +347,13 @@ class ConvNC(Windowed):
         g = draw(st.sampled_from([k for k in (1, 2, 3, 4) if shape[1] % k == 0]))
         e.update(groups=g, features=g * draw(st.integers(1, max(1, 4 // g))), seed=draw(st.integers(0, 255)))
         # or a kernel in scope: (O, C // g, k, ...) for some g dividing C and O (x itself, say, with g = 1)
-        kernels = [(v, shape[1] // vis[v].shape[1]) for v in scope.floats(min_rank=3)
-                   if vis[v].rank == len(shape) and len(set(vis[v].shape[2:])) == 1 and vis[v].shape[1]
-                   and shape[1] % vis[v].shape[1] == 0 and vis[v].shape[0] % (shape[1] // vis[v].shape[1]) == 0]
+        ks = {v: self.kernel_canon(vis[v].shape) for v in scope.floats(min_rank=3) if vis[v].rank == len(shape)}
+        kernels = [(v, shape[1] // k[1]) for v, k in ks.items()
+                   if len(set(k[2:])) == 1 and k[1] and shape[1] % k[1] == 0 and k[0] % (shape[1] // k[1]) == 0]
         tries = [e]
         if kernels and draw(st.booleans()):
             k, kg = scope.sample(draw, kernels, var=lambda c: c[0])
-            tries.insert(0, {**e, "args": [x, k], "groups": kg, "features": vis[k].shape[0], "window": vis[k].shape[2]})
+            tries.insert(0, {**e, "args": [x, k], "groups": kg, "features": ks[k][0], "window": ks[k][2]})
             if any(len(self.positions(n, tries[0])) == 0 for n in shape[2:]):
                 tries[0].update(lo=0, hi=0, lhs_dilation=1, rhs_dilation=1)
         for e in tries:  # (the kernel in scope, when it fits; else the constant one)
@@ -354,8 +371,8 @@ class ConvNC(Windowed):
         from fuzz.reference import weights
 
         xp = r.xp
-        x = xs[0]
         K = len(ctx.axes)
+        x = xp.moveaxis(xs[0], -1, K + 1) if self.channels_last else xs[0]  # (..., N, C, S...)
         spatial = x.ndim - K - 2
         y = x
         for d in range(spatial):  # (..., N, C, O1, k1, O2, k2): each spatial dim's windows
@@ -364,25 +381,51 @@ class ConvNC(Windowed):
         g, o = eqn["groups"], eqn["features"]
         n, c = x.shape[K], x.shape[K + 1]
         y = y.reshape(x.shape[:K] + (n, g, c // g) + y.shape[K + 2:])
-        w = xs[1] if len(xs) > 1 else weights(eqn["seed"], (o, c // g) + (eqn["window"],) * spatial)
+        # (the seeded kernel in the op's layout, from the operand's shape in it)
+        w = xs[1] if len(xs) > 1 else weights(eqn["seed"], self.kernel_shape(eqn, Ty(self.uncanon((n, c) + (1,) * spatial))))
+        if self.channels_last:  # (..., k..., C // g, O) -> (..., O, C // g, k...)
+            lead = w.ndim - spatial - 2
+            w = xp.transpose(w, tuple(range(lead)) + (w.ndim - 1, w.ndim - 2) + tuple(range(lead, lead + spatial)))
         w = w.reshape(w.shape[:w.ndim - spatial - 2] + (g, o // g, c // g) + (eqn["window"],) * spatial)
         win = "PpQq"[:2 * spatial]
         out = xp.einsum(f"...nGc{win},...GOc{win[1::2]}->...nGO{win[0::2]}", y, w)
-        return [out.reshape(out.shape[:K + 1] + (o,) + out.shape[K + 3:])]
+        out = out.reshape(out.shape[:K + 1] + (o,) + out.shape[K + 3:])
+        return [xp.moveaxis(out, K + 1, -1) if self.channels_last else out]
 
     def expr(self, rr, eqn, a, ctx):
         # rank-polymorphic (one function's source serves calls under vmap): the render helper
         # conv_nc gives every spatial dim of x (those after N and C) the same window parameters
         rr.helpers.add("conv_nc")
         dil = "".join(f", {k}={rr.int(eqn[k])}" for k in self.dilations if rr.int(eqn[k]) != "1")
+        f, g, k = rr.int(eqn["features"]), rr.int(eqn["groups"]), rr.int(eqn["window"])
         if len(a) > 1:
             kernel = a[1]
+        elif self.channels_last:
+            rr.helpers.add("weights")
+            kernel = f"weights({rr.int(eqn['seed'])}, ({k},) * ({a[0]}.ndim - 2) + ({a[0]}.shape[-1] // {g}, {f}))"
         else:
             rr.helpers.add("weights")
-            kernel = (f"weights({rr.int(eqn['seed'])}, ({rr.int(eqn['features'])}, {a[0]}.shape[1] // "
-                      f"{rr.int(eqn['groups'])}) + ({rr.int(eqn['window'])},) * ({a[0]}.ndim - 2))")
+            kernel = f"weights({rr.int(eqn['seed'])}, ({f}, {a[0]}.shape[1] // {g}) + ({k},) * ({a[0]}.ndim - 2))"
+        last = ", channels_last=True" if self.channels_last else ""
         return (f"conv_nc({a[0]}, {kernel}, {rr.int(eqn['stride'])}, ({rr.int(eqn['lo'])}, {rr.int(eqn['hi'])}), "
-                f"{rr.int(eqn['groups'])}{dil})")
+                f"{g}{last}{dil})")
 
 
-OPS = (Matmul(), Einsum(), Transpose(), Conv(), ConvNC())
+class ConvNWC(ConvNC):
+    """``conv_nwc``: :class:`ConvNC` in the channels-last layout most models use (Flax's ``nn.Conv``):
+    ``x`` of shape (N, S1[, S2], C), the kernel (window, ..., C // groups, features), the result
+    (N, O1[, O2], features): ``dimension_numbers`` ("NWC", "WIO", "NWC") or ("NHWC", "HWIO",
+    "NHWC") (jax.lax.conv_general_dilated's docstring). The same convolution as ``conv_nc`` of the
+    transposed operands; XLA's partitioner sees the feature dim last."""
+
+    name = "conv_nwc"
+    channels_last = True
+    feature_names = ("conv_general_dilated", "channels_last")
+
+    def along(self, eqn):
+        """The first spatial dim (dim 1), kept in place."""
+        return 1, 1
+
+
+
+OPS = (Matmul(), Einsum(), Transpose(), Conv(), ConvNC(), ConvNWC())
