@@ -114,7 +114,8 @@ def test_findings_are_on_disk_as_soon_as_recorded_and_survive_sigkill(tmp_path):
     delay = random.uniform(0, 4)
     try:
         deadline = time.monotonic() + 180
-        while len(announced) < 2:  # "started" and a first finding
+        # "started", then a first crash (a real JAX bug found first, an internal error, is no crash)
+        while not any(a.startswith("crash") for a in announced[1:]):
             assert p.poll() is None and time.monotonic() < deadline, p.stderr.read() if p.poll() else "too slow"
             time.sleep(0.05)
         time.sleep(delay)
@@ -129,10 +130,12 @@ def test_findings_are_on_disk_as_soon_as_recorded_and_survive_sigkill(tmp_path):
     assert len(findings.read_lines(str(path))) == len(lines)  # every line whole
     for sig in announced[1:]:
         assert sig in seen, (delay, sig)
-    some = next(iter(seen.values()))
-    assert {"signature", "oracle", "kind", "message", "program", "source", "count", "campaign_started", "seed",
-            "jax_version"} <= set(some)
-    assert some["oracle"] == "crash" and "injected fault" in some["message"]
+    crashes = [r for r in seen.values() if r["oracle"] == "crash"]
+    assert crashes, seen.keys()
+    for some in crashes:
+        assert {"signature", "oracle", "kind", "message", "program", "source", "count", "campaign_started", "seed",
+                "jax_version"} <= set(some)
+        assert "injected fault" in some["message"]
     assert gone(workers, 5) == set()
 
 
