@@ -311,12 +311,12 @@ class ConvNC(Windowed):
         """A result's shape from the (N, O, S...) order to the op's layout."""
         return (shape[0],) + tuple(shape[2:]) + (shape[1],) if self.channels_last else tuple(shape)
 
-    def kernel_shape(self, eqn, x: Ty) -> tuple:
-        """The kernel's shape for the operand type ``x``: (features, C // groups, window, ...), or
-        (window, ..., C // groups, features) for channels last."""
-        c = self.canon(x.shape)[1]
-        k = (eqn["window"],) * (x.rank - 2)
-        return k + (c // eqn["groups"], eqn["features"]) if self.channels_last else (eqn["features"], c // eqn["groups"]) + k
+    def kernel_shape(self, eqn, channels: int, spatial: int) -> tuple:
+        """The kernel's shape for an operand of ``channels`` input features and ``spatial`` spatial dims:
+        (features, channels // groups, window, ...), or (window, ..., channels // groups, features) for
+        channels last."""
+        k, i = (eqn["window"],) * spatial, channels // eqn["groups"]
+        return k + (i, eqn["features"]) if self.channels_last else (eqn["features"], i) + k
 
     def types(self, eqn, args, ctx):
         x = Ty(self.canon(args[0].shape)) if args[0].rank in (3, 4) else args[0]
@@ -325,8 +325,8 @@ class ConvNC(Windowed):
         require(0 not in x.shape, f"conv_nc of an empty array {x.shape}")
         require(g >= 1 and x.shape[1] % g == 0 and o % g == 0,
                 f"conv_nc groups {g} must divide its {x.shape[1]} input and {o} output features")
-        require(len(args) == 1 or args[1].shape == self.kernel_shape(eqn, args[0]),
-                f"conv_nc kernel of shape {args[-1].shape} for {self.kernel_shape(eqn, args[0])}")
+        want = self.kernel_shape(eqn, x.shape[1], x.rank - 2)
+        require(len(args) == 1 or args[1].shape == want, f"conv_nc kernel of shape {args[-1].shape} for {want}")
         out = x.shape[:1] + (o,)
         for d in range(2, x.rank):
             out += super().types({**eqn, "axis": d}, [Ty(x.shape)], ctx)[0].shape[d:d + 1]
@@ -381,8 +381,7 @@ class ConvNC(Windowed):
         g, o = eqn["groups"], eqn["features"]
         n, c = x.shape[K], x.shape[K + 1]
         y = y.reshape(x.shape[:K] + (n, g, c // g) + y.shape[K + 2:])
-        # (the seeded kernel in the op's layout, from the operand's shape in it)
-        w = xs[1] if len(xs) > 1 else weights(eqn["seed"], self.kernel_shape(eqn, Ty(self.uncanon((n, c) + (1,) * spatial))))
+        w = xs[1] if len(xs) > 1 else weights(eqn["seed"], self.kernel_shape(eqn, c, spatial))  # (in the op's layout)
         if self.channels_last:  # (..., k..., C // g, O) -> (..., O, C // g, k...)
             lead = w.ndim - spatial - 2
             w = xp.transpose(w, tuple(range(lead)) + (w.ndim - 1, w.ndim - 2) + tuple(range(lead, lead + spatial)))
