@@ -35,7 +35,12 @@ program that showed it, never on hand-written programs:
   ``--jax-version`` defaults to the release named here (``default`` for the seeds: the
   environment's JAX, except A: 0.4.38 and B: 0.4.28).
 
-Prints one JSON line per seed (seconds to the find, or null after --seconds) and a summary.
+Prints one JSON line per seed (seconds to the find, or null after --seconds; where the jobs'
+time went: ``generated`` programs drawn fresh, ``shrink_seconds`` shrinking and reducing the
+other findings met, ``look_past_seconds``, and ``findings`` distinct) and a summary.
+Without ``--corpus`` no bug is known beforehand: every one the campaign meets is shrunk and
+reduced (with a wide grammar, a third of the time and more); ``--corpus corpus`` knows the
+corpus' bugs as a user's default ``shardfuzz run`` does (see :func:`corpus_knowledge`).
 ``--need K`` runs the seeds in order and stops once the verdict "found on at least K of
 them" is settled (K finds, or too many misses for K), so a 2-of-3 check costs two
 campaigns when the first two agree; the seeds left out are listed as ``skipped``.
@@ -235,11 +240,13 @@ RELEASES = {"A": "0.4.38", "B": "0.4.28", "C": None, "jax-21403": "0.4.26", "jax
             "jax-29832": "0.6.1", "jax-34211": "0.8.1", "jax-25699": "0.4.38"}
 
 
-def _job(bug: str, seed: int, seconds: float, python, avoid: bool, keep, found, out, job: int = 0) -> None:
+def _job(bug: str, seed: int, seconds: float, python, avoid: bool, keep, found, out, job: int = 0,
+         known: tuple = (None, None)) -> None:
     """One job (a forked process): a Campaign that stops at its first match of ``bug`` or
     once ``found`` (a multiprocessing Event) is set by another job; puts its row on ``out``.
     ``keep``: a directory where the matching finding is saved as a corpus entry (for
-    ``shardfuzz bisect``: its releases say whether it is the report's bug), or None."""
+    ``shardfuzz bisect``: its releases say whether it is the report's bug), or None.
+    ``known``: (corpus signatures, their ops) the campaign knows (see :func:`corpus_knowledge`)."""
     def progress(c) -> None:
         if found.is_set():
             c.seconds = 0  # another job found it: stop at the next program
@@ -252,7 +259,7 @@ def _job(bug: str, seed: int, seconds: float, python, avoid: bool, keep, found, 
             return True
         return False
     c = Campaign(seconds=seconds, seed=seed, python=python, shrink_seconds=0, stop_when=match, job=job,
-                 avoid_known=avoid, on_progress=progress)
+                 avoid_known=avoid, on_progress=progress, corpus_signatures=known[0], known_ops=known[1])
     try:
         c.run()
     finally:
@@ -271,17 +278,43 @@ def _job(bug: str, seed: int, seconds: float, python, avoid: bool, keep, found, 
         except (OSError, ValueError) as e:  # (CorpusError is a ValueError) the row still counts
             print(f"rediscover: could not keep the match in {keep}: {e}", file=sys.stderr)
     out.put({"jax_version": c.caps["jax_version"], "seconds_to_find": round(hit[0], 1) if hit else None,
-             "programs": c.stats.programs, "signature": hit[1].signature[:160] if hit else None})
+             "programs": c.stats.programs, "signature": hit[1].signature[:160] if hit else None,
+             # where the time went: generated programs, shrinking and reducing other findings,
+             # reruns past known bugs, and the findings met on the way
+             "generated": c.stats.generated, "shrink_seconds": round(c.shrink_spent, 1),
+             "look_past_seconds": round(c.look_past_seconds, 1), "findings": len(c.records)})
 
 
-def campaign(bug: str, seed: int, seconds: float, python, avoid: bool, jobs: int, keep=None) -> dict:
+def corpus_knowledge(directory: str | None) -> tuple:
+    """(signatures, ops) of the corpus entries in ``directory`` as ``shardfuzz run`` knows them
+    (fuzz.program.known_signatures, fuzz.program.known_ops), or (None, None) without one.
+
+    A campaign that knows them does not shrink or reduce those bugs again and looks past them
+    (fuzz.campaign.Campaign), as a user's default campaign does. Knowing the target bug's own
+    entries changes nothing for the verdict: the first finding of the bug's kind ends the
+    campaign whether its signature is known or not (the match is tested on every finding).
+    Raises SystemExit with a one-line message for a corpus file that does not load."""
+    if not directory:
+        return None, None
+    from fuzz.program import CorpusError, corpus_files, known_ops, known_signatures
+
+    try:
+        entries = corpus_files(directory)
+    except CorpusError as e:
+        raise SystemExit(f"rediscover: {e} (or leave out --corpus)")
+    return known_signatures(entries), known_ops(entries)
+
+
+def campaign(bug: str, seed: int, seconds: float, python, avoid: bool, jobs: int, keep=None,
+             known: tuple = (None, None)) -> dict:
     """One default campaign of ``jobs`` jobs (job j draws with fuzz.parallel.job_seed(seed, j),
     as ``shardfuzz run --jobs`` does), each a Campaign in a forked process; it ends at the
     first match in any job. Returns {"jax_version", "seconds_to_find" (the earliest, seconds
     from each job's start, or None), "programs" (summed), "signature"}."""
     ctx = multiprocessing.get_context("fork")  # (no JAX in this process: the workers import it)
     found, out = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_job, args=(bug, job_seed(seed, j), seconds, python, avoid, keep, found, out, j))
+    procs = [ctx.Process(target=_job, args=(bug, job_seed(seed, j), seconds, python, avoid, keep, found, out, j,
+                                            known))
              for j in range(jobs)]
     for p in procs:
         p.start()
@@ -297,7 +330,9 @@ def campaign(bug: str, seed: int, seconds: float, python, avoid: bool, jobs: int
     hits = sorted((r for r in rows if r["seconds_to_find"] is not None), key=lambda r: r["seconds_to_find"])
     first = hits[0] if hits else rows[0]
     return {"jax_version": first["jax_version"], "seconds_to_find": first["seconds_to_find"],
-            "programs": sum(r["programs"] for r in rows), "signature": first["signature"], "jobs": jobs}
+            "programs": sum(r["programs"] for r in rows), "signature": first["signature"], "jobs": jobs,
+            **{k: round(sum(r.get(k, 0) for r in rows), 1)
+               for k in ("generated", "shrink_seconds", "look_past_seconds", "findings")}}
 
 
 def main() -> None:
@@ -314,6 +349,9 @@ def main() -> None:
     ap.add_argument("--keep", default=None, metavar="DIR",
                     help="save each matching finding as a corpus entry in DIR (then: shardfuzz bisect DIR/...)")
     ap.add_argument("--no-avoid", action="store_true", help="switch off avoidance of bugs found earlier in the run")
+    ap.add_argument("--corpus", default=None, metavar="DIR",
+                    help="know the entries of this corpus as `shardfuzz run` does (default: none: every bug met "
+                         "is new, shrunk and reduced)")
     args = ap.parse_args()
     python = args.python
     version = args.jax_version or (None if python else RELEASES[args.bug])
@@ -321,6 +359,7 @@ def main() -> None:
         from fuzz.provision import interpreter
 
         python = interpreter(version, log=lambda s: print(s, file=sys.stderr))
+    known = corpus_knowledge(args.corpus)
     times = []
     for i, s in enumerate(args.seeds):
         if args.need is not None:
@@ -329,7 +368,7 @@ def main() -> None:
                 print(json.dumps({"bug": args.bug, "skipped": args.seeds[i:]}), flush=True)
                 break
         row = {"bug": args.bug, "seed": s, **campaign(args.bug, s, args.seconds, python, not args.no_avoid, args.jobs,
-                                                      args.keep)}
+                                                      args.keep, known)}
         times.append(row["seconds_to_find"])
         print(json.dumps(row), flush=True)
     found = [t for t in times if t is not None]

@@ -185,8 +185,7 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
     report_path = report_path or os.path.join(state_dir, _report_name())
     corpus_signatures, known_ops, upstream = {}, {}, {}
     if corpus_dir:
-        from fuzz.features import op_names
-        from fuzz.program import CorpusError, corpus_files, known_signatures
+        from fuzz.program import CorpusError, corpus_files, known_ops as corpus_ops, known_signatures
 
         try:
             entries = corpus_files(corpus_dir)
@@ -194,9 +193,7 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
             _fail(f"{e} (or pass --corpus '' to fuzz without a corpus)")
         corpus_signatures = known_signatures(entries)
         upstream = {os.path.basename(path): entry["upstream"] for path, entry in entries if entry.get("upstream")}
-        for _, entry in entries:  # the ops of each entry's reduced program (for --look-past)
-            for sig in [entry["signature"], *entry.get("faces", [])]:
-                known_ops.setdefault(sig, sorted(op_names(entry["program"])))
+        known_ops = corpus_ops(entries)  # the ops of each entry's reduced program (for --look-past)
     hook = None
     if os.environ.get(FAULT_ENV):
         from fuzz.faults import hook_from_spec

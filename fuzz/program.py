@@ -267,6 +267,19 @@ def known_signatures(pairs: list) -> dict:
     return out
 
 
+def known_ops(pairs: list) -> dict:
+    """{signature: sorted op names of the entry's reduced program} of corpus entries ``[(path, entry)]``,
+    each entry's signature and its ``faces`` (what a campaign looks past: ``fuzz.campaign.Campaign``'s
+    ``known_ops``). Raises nothing for entries :func:`load_entry` accepted."""
+    from fuzz.features import op_names
+
+    out: dict = {}
+    for _, entry in pairs:
+        for sig in [entry["signature"], *entry.get("faces", [])]:
+            out.setdefault(sig, sorted(op_names(entry["program"])))
+    return out
+
+
 def add_faces(entry: dict, signatures: list, triage: str = "") -> dict:
     """``entry`` with ``signatures`` (other than its own) added to its ``faces`` and ``triage`` appended to its triage."""
     faces = list(entry.get("faces", []))

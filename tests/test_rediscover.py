@@ -159,3 +159,24 @@ def test_xla_49122_is_not_a_dynamic_slice_of_a_captured_array():
     p["calls"][0]["transforms"] = [{"kind": "jit"}, {"kind": "shard_map", "in_specs": [None, None], "out_specs": [None],
                                                      "check_vma": True, "axis_names": None}]
     assert not match(_wrong(p, [0]), p)
+
+
+def test_corpus_knowledge_knows_every_signature_and_face_and_refuses_a_bad_file(tmp_path):
+    import json
+    import shutil
+
+    import pytest
+
+    src = sorted((ROOT / "corpus").glob("*.json"))
+    with_faces = next(p for p in src if json.loads(p.read_text()).get("faces"))
+    shutil.copy(with_faces, tmp_path / with_faces.name)
+    entry = json.loads(with_faces.read_text())
+    signatures, ops = rediscover.corpus_knowledge(str(tmp_path))
+    assert set(signatures) == {entry["signature"], *entry["faces"]} == set(ops)
+    from fuzz.features import op_names
+
+    assert all(ops[s] == sorted(op_names(entry["program"])) for s in signatures)
+    assert rediscover.corpus_knowledge(None) == (None, None)
+    (tmp_path / "zz-broken.json").write_text("{not json")
+    with pytest.raises(SystemExit, match="zz-broken.json.*leave out --corpus"):
+        rediscover.corpus_knowledge(str(tmp_path))
