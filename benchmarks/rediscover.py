@@ -38,9 +38,10 @@ program that showed it, never on hand-written programs:
 Prints one JSON line per seed (seconds to the find, or null after --seconds; where the jobs'
 time went: ``generated`` programs drawn fresh, ``shrink_seconds`` shrinking and reducing the
 other findings met, ``look_past_seconds``, and ``findings`` distinct) and a summary.
-Without ``--corpus`` no bug is known beforehand: every one the campaign meets is shrunk and
-reduced (with a wide grammar, a third of the time and more); ``--corpus corpus`` knows the
-corpus' bugs as a user's default ``shardfuzz run`` does (see :func:`corpus_knowledge`).
+The campaigns know the repository's corpus as a user's default ``shardfuzz run`` does (and
+as ``benchmarks/seeded.py``'s do; see :func:`corpus_knowledge`); ``--corpus ''`` knows no
+bug beforehand, as every rediscover run before session 44: then every bug the campaign meets
+is shrunk and reduced, with today's grammar a third of the time and more.
 ``--need K`` runs the seeds in order and stops once the verdict "found on at least K of
 them" is settled (K finds, or too many misses for K), so a 2-of-3 check costs two
 campaigns when the first two agree; the seeds left out are listed as ``skipped``.
@@ -56,7 +57,8 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from fuzz.campaign import Campaign  # noqa: E402
 from fuzz.features import features  # noqa: E402
@@ -349,9 +351,9 @@ def main() -> None:
     ap.add_argument("--keep", default=None, metavar="DIR",
                     help="save each matching finding as a corpus entry in DIR (then: shardfuzz bisect DIR/...)")
     ap.add_argument("--no-avoid", action="store_true", help="switch off avoidance of bugs found earlier in the run")
-    ap.add_argument("--corpus", default=None, metavar="DIR",
-                    help="know the entries of this corpus as `shardfuzz run` does (default: none: every bug met "
-                         "is new, shrunk and reduced)")
+    ap.add_argument("--corpus", default=str(ROOT / "corpus"), metavar="DIR",
+                    help="know the entries of this corpus as `shardfuzz run` does (default: the repository's, "
+                         "as benchmarks/seeded.py's campaigns; '': none, every bug met is new, shrunk and reduced)")
     args = ap.parse_args()
     python = args.python
     version = args.jax_version or (None if python else RELEASES[args.bug])
