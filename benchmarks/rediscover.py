@@ -39,7 +39,8 @@ Prints one JSON line per seed (seconds to the find, or null after --seconds; whe
 time went: ``generated`` programs drawn fresh, ``shrink_seconds`` shrinking and reducing the
 other findings met, ``look_past_seconds``, and ``findings`` distinct) and a summary.
 The campaigns know the repository's corpus as a user's default ``shardfuzz run`` does (and
-as ``benchmarks/seeded.py``'s do; see :func:`corpus_knowledge`); ``--corpus ''`` knows no
+as ``benchmarks/seeded.py``'s do), less the entries of the bug looked for (session 45; see
+:func:`corpus_knowledge`); ``--corpus ''`` knows no
 bug beforehand, as every rediscover run before session 44: then every bug the campaign meets
 is shrunk and reduced, with today's grammar a third of the time and more.
 ``--need K`` runs the seeds in order and stops once the verdict "found on at least K of
@@ -56,6 +57,7 @@ import re
 import statistics
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -287,14 +289,16 @@ def _job(bug: str, seed: int, seconds: float, python, avoid: bool, keep, found, 
              "look_past_seconds": round(c.look_past_seconds, 1), "findings": len(c.records)})
 
 
-def corpus_knowledge(directory: str | None) -> tuple:
+def corpus_knowledge(directory: str | None, bug: str | None = None) -> tuple:
     """(signatures, ops) of the corpus entries in ``directory`` as ``shardfuzz run`` knows them
     (fuzz.program.known_signatures, fuzz.program.known_ops), or (None, None) without one.
 
     A campaign that knows them does not shrink or reduce those bugs again and looks past them
-    (fuzz.campaign.Campaign), as a user's default campaign does. Knowing the target bug's own
-    entries changes nothing for the verdict: the first finding of the bug's kind ends the
-    campaign whether its signature is known or not (the match is tested on every finding).
+    (fuzz.campaign.Campaign), as a user's default campaign does. The entries of ``bug`` itself
+    (an entry one of whose signatures its matcher in :data:`KINDS` accepts) are left out: a
+    campaign avoids the ops of the known bugs it meets (``Campaign.avoid``), and a face of the
+    target met outside the matcher's composition would steer the campaign off it; a user who
+    has not found a bug does not know it either.
     Raises SystemExit with a one-line message for a corpus file that does not load."""
     if not directory:
         return None, None
@@ -304,7 +308,22 @@ def corpus_knowledge(directory: str | None) -> tuple:
         entries = corpus_files(directory)
     except CorpusError as e:
         raise SystemExit(f"rediscover: {e} (or leave out --corpus)")
+    if bug is not None:
+        entries = [(p, e) for p, e in entries if not _is_target(bug, e)]
     return known_signatures(entries), known_ops(entries)
+
+
+def _is_target(bug: str, entry: dict) -> bool:
+    """Whether ``bug``'s matcher accepts a corpus entry under its signature or one of its faces."""
+    for sig in [entry["signature"], *entry.get("faces", [])]:
+        own = sig == entry["signature"]
+        parts = [x.strip() for x in sig.split(":", 2)]  # "oracle: kind: ..." (fuzz.finding's signature)
+        f = SimpleNamespace(signature=sig, oracle=entry["oracle"] if own else parts[0],
+                            kind=entry.get("kind") if own else (parts[1] if len(parts) > 1 else None),
+                            message=entry.get("message", "") if own else "", call=entry.get("call"))
+        if KINDS[bug](f, entry["program"]):
+            return True
+    return False
 
 
 def campaign(bug: str, seed: int, seconds: float, python, avoid: bool, jobs: int, keep=None,
@@ -352,8 +371,9 @@ def main() -> None:
                     help="save each matching finding as a corpus entry in DIR (then: shardfuzz bisect DIR/...)")
     ap.add_argument("--no-avoid", action="store_true", help="switch off avoidance of bugs found earlier in the run")
     ap.add_argument("--corpus", default=str(ROOT / "corpus"), metavar="DIR",
-                    help="know the entries of this corpus as `shardfuzz run` does (default: the repository's, "
-                         "as benchmarks/seeded.py's campaigns; '': none, every bug met is new, shrunk and reduced)")
+                    help="know the entries of this corpus as `shardfuzz run` does, less those the bug's matcher accepts "
+                         "(default: the repository's, as benchmarks/seeded.py's campaigns; '': none, every bug met "
+                         "is new, shrunk and reduced)")
     args = ap.parse_args()
     python = args.python
     version = args.jax_version or (None if python else RELEASES[args.bug])
@@ -361,7 +381,7 @@ def main() -> None:
         from fuzz.provision import interpreter
 
         python = interpreter(version, log=lambda s: print(s, file=sys.stderr))
-    known = corpus_knowledge(args.corpus)
+    known = corpus_knowledge(args.corpus, args.bug)
     times = []
     for i, s in enumerate(args.seeds):
         if args.need is not None:

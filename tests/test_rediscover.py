@@ -180,3 +180,20 @@ def test_corpus_knowledge_knows_every_signature_and_face_and_refuses_a_bad_file(
     (tmp_path / "zz-broken.json").write_text("{not json")
     with pytest.raises(SystemExit, match="zz-broken.json.*leave out --corpus"):
         rediscover.corpus_knowledge(str(tmp_path))
+
+
+def test_corpus_knowledge_leaves_out_the_entries_of_the_bug_looked_for(tmp_path):
+    import json
+    import shutil
+
+    target = ROOT / "corpus" / "crash-48f6bf02119d.json"  # seed A's entry: kind_a accepts it
+    other = next(p for p in sorted((ROOT / "corpus").glob("internal-error-*.json"))
+                 if not rediscover._is_target("A", json.loads(p.read_text())))
+    for p in (target, other):
+        shutil.copy(p, tmp_path / p.name)
+    assert rediscover._is_target("A", json.loads(target.read_text()))
+    every, _ = rediscover.corpus_knowledge(str(tmp_path))
+    known, ops = rediscover.corpus_knowledge(str(tmp_path), "A")
+    assert json.loads(target.read_text())["signature"] in every
+    assert set(known.values()) == {other.name} == {every[s] for s in ops}
+    assert set(known) < set(every)
