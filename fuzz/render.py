@@ -1014,8 +1014,10 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
     helper_src = []
     if "run_earlier" in helpers:
         helper_src += ["", "",
-                       "def run_earlier(label, f, *args):  # a call kept for the state it leaves; "
-                       "its own error is not the bug shown here",
+                       "def run_earlier(label, f, *args):  # " + (
+                           "runs a call: the crash shown here kills the process in one of them; "
+                           "a Python error is printed and the next call runs" if oracle in ("crash", "hang") else
+                           "a call kept for the state it leaves; its own error is not the bug shown here"),
                        "    try:", "        jax.block_until_ready(f(*args))",
                        *(["        jax.effects_barrier()"] if has_callbacks else []),
                        "    except Exception as e:",

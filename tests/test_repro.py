@@ -211,6 +211,7 @@ def test_crash_repro_dies_with_the_fault_and_runs_its_history_first(tmp_path):
     assert good.returncode == 0 and "no crash: JAX behaves" in good.stdout, good.stderr[-2000:]
     out = good.stdout
     assert out.index("program 1, call 0: f0 raised as expected") < out.index("call 0: jit(f0) ran")
+    assert "the crash shown here kills the process" in src and "not the bug shown here" not in src
     bad = run_repro(inject_module(src, "abort", message="Check failed: injected fault alpha"), tmp_path)
     assert bad.returncode == -6 and "Check failed: injected fault alpha" in bad.stderr
 
