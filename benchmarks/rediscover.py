@@ -66,6 +66,7 @@ from fuzz.campaign import Campaign  # noqa: E402
 from fuzz.features import features  # noqa: E402
 from fuzz.parallel import default_jobs, job_seed  # noqa: E402
 from fuzz.program import make_entry, save_entry  # noqa: E402
+from fuzz.util import atomic_write_text  # noqa: E402
 from oracles.common import split_value_signature  # noqa: E402
 
 SEED_C_MESSAGES = re.compile(r"requires varying manual axes to match|should be of type `Manual`|too many values to "
@@ -264,12 +265,15 @@ def _job(bug: str, seed: int, seconds: float, python, avoid: bool, keep, found, 
         return False
     c = Campaign(seconds=seconds, seed=seed, python=python, shrink_seconds=0, stop_when=match, job=job,
                  avoid_known=avoid, on_progress=progress, corpus_signatures=known[0], known_ops=known[1])
+    report = None
     try:
-        c.run()
+        report = c.run()
     finally:
         if c.matched:
             found.set()
         c.close()
+    if keep and report is not None:
+        _keep_report(keep, f"report-{bug}-seed{seed}-job{job}.json", report)
     hit = c.matched if c.matched and c.matched[0] <= seconds else None  # (found in the grace after: a miss)
     if hit and keep:
         f = hit[1]
@@ -287,6 +291,17 @@ def _job(bug: str, seed: int, seconds: float, python, avoid: bool, keep, found, 
              # reruns past known bugs, and the findings met on the way
              "generated": c.stats.generated, "shrink_seconds": round(c.shrink_spent, 1),
              "look_past_seconds": round(c.look_past_seconds, 1), "findings": len(c.records)})
+
+
+def _keep_report(keep: str, name: str, report: dict) -> None:
+    """Write a job's campaign report (its findings met besides the match, as shrunk and reduced
+    then) atomically to ``keep/name``, for ``shardfuzz save`` or ``shardfuzz export --finding N``
+    to triage later; an OSError is one line on stderr (the row still counts)."""
+    try:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        atomic_write_text(str(Path(keep) / name), json.dumps(report, indent=1, default=str))
+    except OSError as e:
+        print(f"rediscover: could not keep the report in {keep}: {e}", file=sys.stderr)
 
 
 def corpus_knowledge(directory: str | None, bug: str | None = None) -> tuple:
@@ -368,7 +383,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=default_jobs(),
                     help="campaigns at once per seed, as `shardfuzz run --jobs` (default: this machine's, %(default)s)")
     ap.add_argument("--keep", default=None, metavar="DIR",
-                    help="save each matching finding as a corpus entry in DIR (then: shardfuzz bisect DIR/...)")
+                    help="save each matching finding as a corpus entry in DIR (then: shardfuzz bisect DIR/...), "
+                         "and each job's campaign report with the other findings met (shardfuzz save / export)")
     ap.add_argument("--no-avoid", action="store_true", help="switch off avoidance of bugs found earlier in the run")
     ap.add_argument("--corpus", default=str(ROOT / "corpus"), metavar="DIR",
                     help="know the entries of this corpus as `shardfuzz run` does, less those the bug's matcher accepts "
