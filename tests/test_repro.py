@@ -201,6 +201,26 @@ def test_metamorphic_repro_compares_the_two_calls(tmp_path):
     assert bad.returncode == 1 and "AssertionError" in bad.stderr, bad.stderr[-2000:]
 
 
+def test_export_takes_a_callbacks_repros_own_assertion_as_the_finding():
+    """export's judge (fuzz.export.judge_run) knows the message of the repro's check_callbacks:
+    a callbacks finding whose repro fails on the values its host function received is shown
+    (session 45: the judge still looked for the message the repro had before session 42, and
+    refused every callbacks finding); the repro passing is not."""
+    from fuzz.export import Case, judge_run
+    from fuzz.export import run_repro as export_run
+
+    p = callback_program()
+    ref = evaluate(p)
+    wrong = copy.deepcopy(ref)
+    wrong["callbacks"][0]["cb1"] = wrong["callbacks"][0]["cb1"] + [0.0, 1.0]
+    case = Case("c", "callbacks", "wrong-value", "jit(f0): an io_callback received other values",
+                "callbacks: wrong-value: io_callback+jit", 0, p, [], "0.10.2")
+    for expected, shows in ((wrong, True), (ref, False)):
+        run = export_run(render_repro(p, NEWEST_CAPS, finding("callbacks", 0, "wrong-value"), expected),
+                         sys.executable, timeout=TIMEOUT)
+        assert (judge_run(case, run) == "") == shows, (judge_run(case, run), run.stderr[-1000:])
+
+
 # -- crash ------------------------------------------------------------------------------------
 
 def test_crash_repro_dies_with_the_fault_and_runs_its_history_first(tmp_path):
