@@ -332,9 +332,9 @@ def _is_target(bug: str, entry: dict) -> bool:
     """Whether ``bug``'s matcher accepts a corpus entry under its signature or one of its faces."""
     for sig in [entry["signature"], *entry.get("faces", [])]:
         own = sig == entry["signature"]
-        parts = [x.strip() for x in sig.split(":", 2)]  # "oracle: kind: ..." (fuzz.finding's signature)
-        f = SimpleNamespace(signature=sig, oracle=entry["oracle"] if own else parts[0],
-                            kind=entry.get("kind") if own else (parts[1] if len(parts) > 1 else None),
+        oracle, kind, _ = split_value_signature(sig)  # ("oracle: kind: ..." for every oracle)
+        f = SimpleNamespace(signature=sig, oracle=entry["oracle"] if own else oracle,
+                            kind=entry.get("kind") if own else kind,
                             message=entry.get("message", "") if own else "", call=entry.get("call"))
         if KINDS[bug](f, entry["program"]):
             return True

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import click
 
-from fuzz.render import BUG_MARK, render_repro
+from fuzz.render import BUG_MARK, CALLBACKS_MARK, render_repro
 from fuzz.typecheck import CHECKPOINT_POLICIES, transform_name
 from fuzz.util import hide_install_path
 from oracles.internal_error import JAXPR_MARK
@@ -539,8 +539,8 @@ def judge_run(case: Case, run: Run) -> str:
         if err is None or err["type"] != "builtins.AssertionError" or internal_error.raise_module(err["traceback"]):
             return f"repro.py {what}, not its own assertion"
         msg = err["message"]
-        if case.oracle == "callbacks":  # (fuzz.render's check_callbacks: "callback 'tag' at position p: ...")
-            ok = msg.startswith("callback ")
+        if case.oracle == "callbacks":  # (fuzz.render's check_callbacks)
+            ok = msg.startswith(CALLBACKS_MARK)
         elif case.kind == "wrong-shape":
             ok = bool(re.search(r"shape|outputs, expected", msg))
         elif case.oracle == "differential":

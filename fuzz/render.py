@@ -582,6 +582,7 @@ def render(program: dict, caps: dict | None = None) -> str:
 LITERAL_INPUT_MAX = 8  # seeded inputs with at most this many elements are written as literal arrays
 LITERAL_ARRAY_MAX = 64  # expected arrays with more elements are embedded as base64 of their bytes
 LOWERING_ENV = "REPRO_LOWERING_TO"  # set by a determinism repro in the child processes it starts
+CALLBACKS_MARK = "callback "  # how the message of check_callbacks' assertion starts (fuzz.export judges by it)
 BUG_MARK = "BUG:"  # a repro that checks by itself (no assert) prints a line starting with this when the bug shows
 # Names a repro defines at module level or that its helpers read as globals; a program
 # identifier equal to one is refused (ProgramError) rather than shadowing it.
@@ -1076,8 +1077,8 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
                        '            print(f"callback {tag!r} at position {p}: received {g}, expected {w}")',
                        "            missing = [] if tag in may_skip else [v for v in w if not covered(v, g)]",
                        "            extra = [v for v in g if not covered(v, w)]",
-                       '            assert not missing and not extra, f"callback {tag!r} at position {p}: missing '
-                       '{missing}, unexpected {extra}"',
+                       '            assert not missing and not extra, f"' + CALLBACKS_MARK + '{tag!r} at position {p}: '
+                       'missing {missing}, unexpected {extra}"',
                        '    print("every callback received what it should: JAX behaves")',
                        "", "",
                        "received = {}  # callback tag -> [(array its host function received, rank of the local dims)]",
