@@ -199,13 +199,11 @@ def test_corpus_knowledge_leaves_out_the_entries_of_the_bug_looked_for(tmp_path)
     assert set(known) < set(every)
 
 
-def test_keep_writes_each_jobs_report_with_the_other_findings_met(tmp_path):
+def test_keep_writes_each_jobs_report_with_the_other_findings_met(tmp_path, monkeypatch):
     import json
     import queue
     import threading
     from types import SimpleNamespace
-
-    import pytest
 
     class FakeCampaign:  # what _job reads of fuzz.campaign.Campaign, without JAX
         def __init__(self, **kw):
@@ -221,16 +219,12 @@ def test_keep_writes_each_jobs_report_with_the_other_findings_met(tmp_path):
         def close(self):
             pass
 
-    mp = pytest.MonkeyPatch()
-    mp.setattr(rediscover, "Campaign", FakeCampaign)
-    try:
-        out = queue.Queue()
-        rediscover._job("xla-49122", 7, 1.0, None, True, str(tmp_path / "keep"), threading.Event(), out, 1)
-        row = out.get_nowait()
-        assert row["seconds_to_find"] is None and row["findings"] == 1
-        report = json.loads((tmp_path / "keep" / "report-xla-49122-seed7-job1.json").read_text())
-        assert report["findings"][0]["signature"] == "differential: wrong-value: sin"
-        rediscover._job("xla-49122", 8, 1.0, None, True, None, threading.Event(), out, 0)  # no --keep: no file
-        assert sorted(p.name for p in (tmp_path / "keep").iterdir()) == ["report-xla-49122-seed7-job1.json"]
-    finally:
-        mp.undo()
+    monkeypatch.setattr(rediscover, "Campaign", FakeCampaign)
+    out = queue.Queue()
+    rediscover._job("xla-49122", 7, 1.0, None, True, str(tmp_path / "keep"), threading.Event(), out, 1)
+    row = out.get_nowait()
+    assert row["seconds_to_find"] is None and row["findings"] == 1
+    report = json.loads((tmp_path / "keep" / "report-xla-49122-seed7-job1.json").read_text())
+    assert report["findings"][0]["signature"] == "differential: wrong-value: sin"
+    rediscover._job("xla-49122", 8, 1.0, None, True, None, threading.Event(), out, 0)  # no --keep: no file
+    assert sorted(p.name for p in (tmp_path / "keep").iterdir()) == ["report-xla-49122-seed7-job1.json"]
