@@ -13,6 +13,7 @@ import pytest
 
 from fuzz.campaign import Campaign, program_key
 from fuzz.maintain import program_lines
+from oracles.common import Finding
 from helpers import JIT, call, eqn, fn, program, shard_map
 
 
@@ -96,17 +97,26 @@ def test_one_wrong_value_bug_has_one_signature_however_its_transforms_nest():
     assert "all_to_all" in a and "vmap" in a
 
 
-def test_a_wrong_value_bug_reduces_to_one_record():
-    """vmap of all_to_all on a closed-over operand gives the wrong shape (corpus/differential-83bfe5218ca5.json):
-    while it is reduced, its smaller programs carry other value signatures, which must not become new findings."""
-    import time
+A2A_SIGNATURE = "differential: wrong-shape: all_to_all+capture+vmap+vmap_axis_name"  # the reduced program's
 
+
+def all_to_all_bloated() -> dict:
+    """vmap of all_to_all on a closed-over operand (corpus/differential-83bfe5218ca5.json) under
+    jit, with ops and transforms around it that the bug does not need (wrong shape on 0.10.2)."""
     inner = fn(["a"], [eqn("all_to_all", ["x0"], ["v"], axes=["i"], split_axis=0, concat_axis=0),
                        eqn("sin", ["a"], ["s"]), eqn("mul", ["s", "s"], ["m"])], ["v", "m"])
     vmap_i = {"kind": "vmap", "in_axes": [0], "out_axes": [0, 0], "axis_name": "i", "spmd_axis_name": None}
     body = fn(["b"], [eqn("call", ["b"], ["w", "z"], transforms=[JIT, vmap_i], fn=inner), eqn("cos", ["z"], ["c"])],
               ["w", "c"])
-    p = program(inputs=[("x0", (2,), 0)], functions={"f0": body}, calls=[call("f0", [JIT], ["x0"])])
+    return program(inputs=[("x0", (2,), 0)], functions={"f0": body}, calls=[call("f0", [JIT], ["x0"])])
+
+
+def test_a_wrong_value_bug_reduces_to_one_record():
+    """vmap of all_to_all on a closed-over operand gives the wrong shape (corpus/differential-83bfe5218ca5.json):
+    while it is reduced, its smaller programs carry other value signatures, which must not become new findings."""
+    import time
+
+    p = all_to_all_bloated()
     c = Campaign(seconds=3600, determinism=False)
     c.start = time.monotonic()
     ran = {}  # the programs run, by key (the cache keeps only their findings)
@@ -131,8 +141,57 @@ def test_a_wrong_value_bug_reduces_to_one_record():
     finally:
         c.close()
     assert list(c.records) == [sig]
-    assert sig == "differential: wrong-shape: all_to_all+capture+vmap+vmap_axis_name"
+    assert sig == A2A_SIGNATURE
     assert c.records[sig].reduced and c.records[sig].count > 1  # smaller programs were counted, not recorded
+
+
+def test_a_value_finding_whose_reduction_meets_a_corpus_signature_stops_there_as_known():
+    """Reducing a value finding moves it from signature to signature; the first candidate that
+    shows a corpus signature of its oracle and kind ends the reduction: the finding is that
+    known bug (Campaign._corpus_face), counted as its hits, not recorded, and the reducer's
+    remaining runs are saved."""
+    import time
+
+    c = Campaign(seconds=3600, determinism=False, corpus_signatures={A2A_SIGNATURE: "differential-83bfe5218ca5.json"})
+    c.start = time.monotonic()
+    try:
+        [f] = [f for f in c.run_program(all_to_all_bloated()) if f.oracle == "differential"]
+        assert f.signature != A2A_SIGNATURE and f.signature in c.records  # new until reduced
+        assert c.reduce(f.signature) == A2A_SIGNATURE
+        report = c.report()
+    finally:
+        c.close()
+    assert c.records == {} and c.known_hits[A2A_SIGNATURE] >= 1
+    assert (report["shrunk_to_known"], report["stopped_at_known"]) == (1, 1)
+    assert report["findings"] == [] and c.aliases == {f.signature: A2A_SIGNATURE}
+
+
+def test_a_shrink_that_meets_a_corpus_signature_ends_at_once():
+    """The same in Hypothesis' shrink (Campaign._test): a candidate showing a corpus signature of
+    the target's oracle and kind ends it (_ShrinkOver), the signature kept in ``face`` for
+    the end of the round; a finding of another oracle (an exception) never does."""
+    import time
+
+    from fuzz.campaign import _ShrinkOver
+
+    c = Campaign(seconds=3600, determinism=False, corpus_signatures={A2A_SIGNATURE: "differential-83bfe5218ca5.json"})
+    c.start = time.monotonic()
+    try:
+        [f] = [f for f in c.run_program(all_to_all_bloated()) if f.oracle == "differential"]
+        small = Finding("differential", "wrong-shape", "", signature=A2A_SIGNATURE)
+        c.target, c.target_start = f.signature, time.monotonic()
+        c.cache[program_key(bloated())] = [small]  # (as if the shrinker's candidate had run)
+        with pytest.raises(_ShrinkOver):
+            c._test(bloated())
+        assert c.face == A2A_SIGNATURE
+        c.face = None
+        c.records[f.signature].finding = Finding("internal-error", "builtins.ValueError", "boom")
+        c.cache[program_key(bloated())] = [Finding("internal-error", "builtins.ValueError", "boom",
+                                                   signature=A2A_SIGNATURE)]
+        c._test(bloated())  # not a face (an exception keeps its signature): not new either, the shrink goes on
+        assert c.face is None
+    finally:
+        c.close()
 
 
 def test_without_shrinking_a_finding_is_kept_as_found():
