@@ -237,10 +237,9 @@ class Campaign:
         self.aliases: dict = {}  # {old signature: new} of this campaign's records that moved (see reduce)
         self.target: str | None = None
         self.target_start = 0.0
-        self.face: str | None = None  # the corpus signature a shrink met (see _corpus_face)
-        # findings recorded as new whose shrink or reduction met a corpus signature (then
-        # counted as that known finding), and of those, the shrinks or reductions that stopped
-        # there early (see _corpus_face)
+        # findings recorded as new whose reduction met a corpus signature (then counted as
+        # that known finding), and of those, the reductions that stopped there early (see
+        # _corpus_face)
         self.shrunk_to_known = 0
         self.stopped_at_known = 0
         self.shrink_spent = 0.0  # seconds spent shrinking so far
@@ -433,10 +432,6 @@ class Campaign:
             self.on_progress(self)
         if not self.shrink:
             return
-        if self.target in self.records:
-            self.face = self._corpus_face(self.cache[key], self.records[self.target].finding)
-            if self.face is not None:
-                raise _ShrinkOver  # the finding is a known one: no need to shrink it further
         # (a finding run_program counted toward the one being shrunk or reduced, under another
         # value signature, is neither known nor recorded: not new, so never a shrink's target)
         new = [f for f in self.cache[key] if f.signature not in self.known and f.signature in self.records]
@@ -494,14 +489,9 @@ class Campaign:
             if self.target is not None:
                 target, self.target = self.target, None
                 self.known.add(target)
-                face, self.face = self.face, None
-                if face is not None:
-                    self.stopped_at_known += 1
-                    target = self._known_now(target, face)
-                else:
-                    self.records[target].shrunk = not interrupted
-                    if not interrupted:
-                        target = self.reduce(target)
+                self.records[target].shrunk = not interrupted
+                if not interrupted:
+                    target = self.reduce(target)
                 self.shrink_spent += time.monotonic() - self.target_start
                 if target in self.records:
                     self.save_record(target)
@@ -605,16 +595,18 @@ class Campaign:
         return new
 
     def _corpus_face(self, found: list, want: Finding) -> str | None:
-        """The corpus signature among ``found`` that is the value finding ``want`` (being shrunk
-        or reduced) under a smaller program's signature, or None.
+        """The corpus signature among ``found`` (a reduction candidate's findings on the tracked
+        call) that is the value finding ``want`` under a smaller program's signature, or None.
 
         A value finding's signature names what its program uses (oracles.common.value_signature),
-        so shrinking moves it from signature to signature; once it reaches one of the corpus'
-        (an entry's signature or face, with the same oracle and kind), it is that known bug, as
-        it would be had the reduction ended there: its shrink stops at once instead of spending
-        the reducer's runs on it (session 46: 9 of the 10 findings a 600-s campaign announced
-        ended as corpus signatures, about a third of its programs spent shrinking them).
-        Exceptions, crashes and hangs keep their signature while shrinking: never a face here.
+        so reduction moves it from signature to signature; once it reaches one of the corpus'
+        (an entry's signature or face, with the same oracle and kind, on the same call), it is
+        that known bug, as it would be had the reduction ended there: the reduction stops at
+        once (session 46: 9 of the 10 findings a 600-s campaign announced ended as corpus
+        signatures after full reductions). Only in the reducer, which keeps the finding's call:
+        Hypothesis' shrink may drop that call and keep another one that shows a known bug of
+        the same kind, and a new bug would pass for it. Exceptions, crashes and hangs keep
+        their signature while reduced: never a face here.
         """
         if want.oracle not in LABELLED:
             return None

@@ -147,9 +147,9 @@ def test_a_wrong_value_bug_reduces_to_one_record():
 
 def test_a_value_finding_whose_reduction_meets_a_corpus_signature_stops_there_as_known():
     """Reducing a value finding moves it from signature to signature; the first candidate that
-    shows a corpus signature of its oracle and kind ends the reduction: the finding is that
-    known bug (Campaign._corpus_face), counted as its hits, not recorded, and the reducer's
-    remaining runs are saved."""
+    shows a corpus signature of its oracle and kind on the finding's call ends the reduction:
+    the finding is that known bug (Campaign._corpus_face), counted as its hits, not recorded,
+    and the reducer's remaining runs are saved."""
     import time
 
     c = Campaign(seconds=3600, determinism=False, corpus_signatures={A2A_SIGNATURE: "differential-83bfe5218ca5.json"})
@@ -166,30 +166,19 @@ def test_a_value_finding_whose_reduction_meets_a_corpus_signature_stops_there_as
     assert report["findings"] == [] and c.aliases == {f.signature: A2A_SIGNATURE}
 
 
-def test_a_shrink_that_meets_a_corpus_signature_ends_at_once():
-    """The same in Hypothesis' shrink (Campaign._test): a candidate showing a corpus signature of
-    the target's oracle and kind ends it (_ShrinkOver), the signature kept in ``face`` for
-    the end of the round; a finding of another oracle (an exception) never does."""
-    import time
-
-    from fuzz.campaign import _ShrinkOver
-
+def test_a_shrink_candidate_showing_only_a_known_bug_of_its_kind_is_not_the_finding():
+    """Hypothesis' shrink may drop the call that shows the finding and keep another that shows
+    a known bug of the same oracle and kind: that candidate is neither the target (the shrink
+    does not move to it) nor a reason to stop and call the finding known (only the reducer,
+    which keeps the finding's call, stops at a corpus signature: Campaign._corpus_face)."""
     c = Campaign(seconds=3600, determinism=False, corpus_signatures={A2A_SIGNATURE: "differential-83bfe5218ca5.json"})
     c.start = time.monotonic()
     try:
         [f] = [f for f in c.run_program(all_to_all_bloated()) if f.oracle == "differential"]
-        small = Finding("differential", "wrong-shape", "", signature=A2A_SIGNATURE)
         c.target, c.target_start = f.signature, time.monotonic()
-        c.cache[program_key(bloated())] = [small]  # (as if the shrinker's candidate had run)
-        with pytest.raises(_ShrinkOver):
-            c._test(bloated())
-        assert c.face == A2A_SIGNATURE
-        c.face = None
-        c.records[f.signature].finding = Finding("internal-error", "builtins.ValueError", "boom")
-        c.cache[program_key(bloated())] = [Finding("internal-error", "builtins.ValueError", "boom",
-                                                   signature=A2A_SIGNATURE)]
-        c._test(bloated())  # not a face (an exception keeps its signature): not new either, the shrink goes on
-        assert c.face is None
+        c.cache[program_key(bloated())] = [Finding("differential", f.kind, "", call=0, signature=A2A_SIGNATURE)]
+        c._test(bloated())  # neither _Found (a smaller program of the finding) nor _ShrinkOver
+        assert c.target == f.signature and f.signature in c.records and c.stopped_at_known == 0
     finally:
         c.close()
 
