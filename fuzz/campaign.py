@@ -541,11 +541,11 @@ class Campaign:
         if want.history or not rec.program:  # a crash that needs earlier programs: kept as found
             return signature
 
-        def show(program: dict, call):
+        def show(program: dict, call, stop: bool = True):
             for f in self._findings_of(program):
                 if same_finding(f, want.signature, want.oracle, want.kind) and f.call == call and not f.history:
-                    if self._corpus_face([f], want) is not None:
-                        raise _KnownFace(f.signature)
+                    if stop and self._corpus_face([f], want) is not None:
+                        raise _KnownFace(f.signature)  # (ends the reduction: the finding is known)
                     return f
             return None
 
@@ -567,7 +567,7 @@ class Campaign:
             return self._known_now(signature, face.signature)
         finally:
             self.reducing = None
-        final = show(r.program, r.call)
+        final = show(r.program, r.call, stop=False)
         if final is None:  # flaky: keep the program as found
             return signature
         rec.program, rec.finding, rec.source = r.program, final, render(r.program, self.caps)
