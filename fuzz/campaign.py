@@ -68,15 +68,6 @@ class _Found(Exception):
     """Raised inside the Hypothesis test so that it shrinks the program."""
 
 
-class _KnownFace(Exception):
-    """Raised by the reducer's predicate when a candidate shows a corpus signature of the
-    finding's oracle and kind: the finding is that known bug (see Campaign._corpus_face)."""
-
-    def __init__(self, signature: str):
-        super().__init__(signature)
-        self.signature = signature
-
-
 class _ShrinkOver(BaseException):
     """Raised inside the Hypothesis test when a shrink is out of time, to end it at once.
 
@@ -237,11 +228,9 @@ class Campaign:
         self.aliases: dict = {}  # {old signature: new} of this campaign's records that moved (see reduce)
         self.target: str | None = None
         self.target_start = 0.0
-        # findings recorded as new whose reduction met a corpus signature (then counted as
-        # that known finding), and of those, the reductions that stopped there early (see
-        # _corpus_face)
+        # findings recorded as new whose reduced program shows a corpus signature (a known bug's
+        # face): counted as that known finding, no longer as findings (see reduce)
         self.shrunk_to_known = 0
-        self.stopped_at_known = 0
         self.shrink_spent = 0.0  # seconds spent shrinking so far
         self.cache: dict = {}
         self.start = 0.0
@@ -541,11 +530,9 @@ class Campaign:
         if want.history or not rec.program:  # a crash that needs earlier programs: kept as found
             return signature
 
-        def show(program: dict, call, stop: bool = True):
+        def show(program: dict, call):
             for f in self._findings_of(program):
                 if same_finding(f, want.signature, want.oracle, want.kind) and f.call == call and not f.history:
-                    if stop and self._corpus_face([f], want) is not None:
-                        raise _KnownFace(f.signature)  # (ends the reduction: the finding is known)
                     return f
             return None
 
@@ -562,12 +549,9 @@ class Campaign:
                                    max_runs=REDUCE_RUNS, max_seconds=budget, caps=self.caps)
         except (ProgramError, ValueError):  # a program this release cannot render: keep it as found
             return signature
-        except _KnownFace as face:
-            self.stopped_at_known += 1
-            return self._known_now(signature, face.signature)
         finally:
             self.reducing = None
-        final = show(r.program, r.call, stop=False)
+        final = show(r.program, r.call)
         if final is None:  # flaky: keep the program as found
             return signature
         rec.program, rec.finding, rec.source = r.program, final, render(r.program, self.caps)
@@ -594,28 +578,14 @@ class Campaign:
             self._supersede(signature, new)
         return new
 
-    def _corpus_face(self, found: list, want: Finding) -> str | None:
-        """The corpus signature among ``found`` (a reduction candidate's findings on the tracked
-        call) that is the value finding ``want`` under a smaller program's signature, or None.
-
-        A value finding's signature names what its program uses (oracles.common.value_signature),
-        so reduction moves it from signature to signature; once it reaches one of the corpus'
-        (an entry's signature or face, with the same oracle and kind, on the same call), it is
-        that known bug, as it would be had the reduction ended there: the reduction stops at
-        once (session 46: 9 of the 10 findings a 600-s campaign announced ended as corpus
-        signatures after full reductions). Only in the reducer, which keeps the finding's call:
-        Hypothesis' shrink may drop that call and keep another one that shows a known bug of
-        the same kind, and a new bug would pass for it. Exceptions, crashes and hangs keep
-        their signature while reduced: never a face here.
-        """
-        if want.oracle not in LABELLED:
-            return None
-        return next((f.signature for f in found if f.signature in self.corpus and not f.history
-                     and same_finding(f, want.signature, want.oracle, want.kind)), None)
-
     def _known_now(self, signature: str, known: str) -> str:
-        """Count the record ``signature`` as hits of the corpus signature ``known`` (its shrink or
-        reduction met it) and drop it from the findings; returns ``known``."""
+        """Count the record ``signature`` as hits of the corpus signature ``known`` (its reduced
+        program shows it) and drop it from the findings; returns ``known``.
+
+        Only at the end of a reduction, never at the first candidate that shows a corpus
+        signature (tried in session 46: about a tenth of the reducer's runs saved, but a new
+        bug whose smallest program needs fewer features than a known bug's face it passes
+        through would pass for that known bug: a5b7657db0ec has faces of up to 13 features)."""
         rec = self.records.pop(signature)
         self.known_hits[known] += rec.count
         self.shrunk_to_known += 1
@@ -703,6 +673,6 @@ class Campaign:
             "fresh": self.fresh, "look_past": self.look_past, "look_past_runs": self.look_past_runs,
             "look_past_clear": self.look_past_clear, "look_past_seconds": round(self.look_past_seconds, 1),
             "look_past_vma_runs": self.look_past_vma_runs, "look_past_vma_clear": self.look_past_vma_clear,
-            "shrunk_to_known": self.shrunk_to_known, "stopped_at_known": self.stopped_at_known,
+            "shrunk_to_known": self.shrunk_to_known,
         }
 

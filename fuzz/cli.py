@@ -469,10 +469,8 @@ def _summary(report: dict, console, report_path: str = "") -> None:
         console.print(f"report: {report_path}", markup=False, highlight=False, soft_wrap=True)
     gone = report.get("announced", 0) - len(report["findings"])
     if gone > 0:
-        early = report.get("stopped_at_known", 0)
         console.print(f"{gone} of the {report['announced']} findings announced while running turned out known "
-                      f"or the same as another once shrunk and reduced (a corpus entry's face, or merged)"
-                      + (f"; {early} of them stopped reducing at the corpus signature they met" if early else ""),
+                      f"or the same as another once shrunk and reduced (a corpus entry's face, or merged)",
                       markup=False, highlight=False, soft_wrap=True)
     if not report["findings"]:
         console.print("[green]no new findings[/green]")

@@ -527,7 +527,7 @@ def merge_reports(results: list, seconds: float, corpus_signatures: dict | None 
         "fresh": first.get("fresh", True), "look_past": first.get("look_past"), "look_past_runs": total("look_past_runs"),
         "look_past_clear": total("look_past_clear"), "look_past_seconds": total("look_past_seconds", 1),
         "look_past_vma_runs": total("look_past_vma_runs"), "look_past_vma_clear": total("look_past_vma_clear"),
-        "shrunk_to_known": total("shrunk_to_known"), "stopped_at_known": total("stopped_at_known"),
+        "shrunk_to_known": total("shrunk_to_known"),
         "jobs": len(results),
         "job_stats": [{"job": r["job"], "seed": r["seed"], "programs": r["report"].get("programs", 0),
                        "generated": r["report"].get("generated", 0), "seconds": r["report"].get("seconds"),

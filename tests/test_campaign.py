@@ -145,32 +145,53 @@ def test_a_wrong_value_bug_reduces_to_one_record():
     assert c.records[sig].reduced and c.records[sig].count > 1  # smaller programs were counted, not recorded
 
 
-def test_a_value_finding_whose_reduction_meets_a_corpus_signature_stops_there_as_known():
-    """Reducing a value finding moves it from signature to signature; the first candidate that
-    shows a corpus signature of its oracle and kind on the finding's call ends the reduction:
-    the finding is that known bug (Campaign._corpus_face), counted as its hits, not recorded,
-    and the reducer's remaining runs are saved."""
+def test_a_reduction_goes_past_the_corpus_signatures_it_meets_to_the_smallest_program():
+    """A value finding's signature names what its program uses, so reducing it passes through
+    other signatures; one that is a corpus signature (a known bug's face, which may name more
+    features than a new bug needs) must not end the reduction and make the finding pass for
+    known: the finding is judged on its smallest program (here a new one), and only there a
+    corpus signature makes it known (``shrunk_to_known``). JAX is faked: any program with an
+    all_to_all "gives a wrong shape", its signature the program's features."""
     import time
 
-    c = Campaign(seconds=3600, determinism=False, corpus_signatures={A2A_SIGNATURE: "differential-83bfe5218ca5.json"})
-    c.start = time.monotonic()
-    try:
-        [f] = [f for f in c.run_program(all_to_all_bloated()) if f.oracle == "differential"]
-        assert f.signature != A2A_SIGNATURE and f.signature in c.records  # new until reduced
-        assert c.reduce(f.signature) == A2A_SIGNATURE
-        report = c.report()
-    finally:
-        c.close()
-    assert c.records == {} and c.known_hits[A2A_SIGNATURE] >= 1
-    assert (report["shrunk_to_known"], report["stopped_at_known"]) == (1, 1)
-    assert report["findings"] == [] and c.aliases == {f.signature: A2A_SIGNATURE}
+    from fuzz.features import features
+
+    def fake_jax(program):  # (Campaign.run_program's result: the findings of one program)
+        feats = features(program)[0]
+        return [Finding("differential", "wrong-shape", "", call=0,
+                        signature="differential: wrong-shape: " + "+".join(sorted(feats)))] if "all_to_all" in feats else []
+
+    p = all_to_all_bloated()  # and a second call, whose features the reduction drops apart from jit's
+    p["functions"]["f1"] = fn(["a"], [eqn("sin", ["a"], ["s"])], ["s"])
+    p["calls"].append(call("f1", [shard_map([[None]], [[None]], check_vma=False)], ["x0"]))
+
+    def reduce_in(corpus: dict):
+        c = Campaign(seconds=3600, determinism=False, corpus_signatures=corpus)
+        c.start = time.monotonic()
+        seen = []
+        c.run_program = lambda q: seen.append(fake_jax(q)[0].signature if fake_jax(q) else None) or fake_jax(q)
+        try:
+            [f] = fake_jax(p)
+            c.record(f, p, "")
+            return c, f, c.reduce(f.signature), seen
+        finally:
+            c.close()
+
+    c, f, final, seen = reduce_in({})
+    assert final in c.records and c.records[final].reduced and c.report()["shrunk_to_known"] == 0
+    passed = {sig for sig in seen if sig not in (None, f.signature, final)}
+    assert passed, "the reduction met no other signature: the test lost its premise"
+    c, _, sig, _ = reduce_in({s: "differential-x.json" for s in passed})
+    assert sig == final and list(c.records) == [final] and c.report()["shrunk_to_known"] == 0
+    c, _, sig, _ = reduce_in({final: "differential-y.json"})
+    assert sig == final and c.records == {} and c.known_hits[final] == 1
+    assert c.report()["shrunk_to_known"] == 1 and c.aliases == {f.signature: final}
 
 
 def test_a_shrink_candidate_showing_only_a_known_bug_of_its_kind_is_not_the_finding():
     """Hypothesis' shrink may drop the call that shows the finding and keep another that shows
     a known bug of the same oracle and kind: that candidate is neither the target (the shrink
-    does not move to it) nor a reason to stop and call the finding known (only the reducer,
-    which keeps the finding's call, stops at a corpus signature: Campaign._corpus_face)."""
+    does not move to it) nor a reason to stop and call the finding known."""
     c = Campaign(seconds=3600, determinism=False, corpus_signatures={A2A_SIGNATURE: "differential-83bfe5218ca5.json"})
     c.start = time.monotonic()
     try:
@@ -178,7 +199,7 @@ def test_a_shrink_candidate_showing_only_a_known_bug_of_its_kind_is_not_the_find
         c.target, c.target_start = f.signature, time.monotonic()
         c.cache[program_key(bloated())] = [Finding("differential", f.kind, "", call=0, signature=A2A_SIGNATURE)]
         c._test(bloated())  # neither _Found (a smaller program of the finding) nor _ShrinkOver
-        assert c.target == f.signature and f.signature in c.records and c.stopped_at_known == 0
+        assert c.target == f.signature and f.signature in c.records and c.shrunk_to_known == 0
     finally:
         c.close()
 

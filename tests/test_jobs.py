@@ -63,7 +63,7 @@ def report(programs, findings_, known=(), **more):
             "features": {"jit": 3, "vmap": 1}, "depth_histogram": {"1": 2, "10": 1}, "findings": list(findings_),
             "known": list(known), "known_seconds": 2.0, "swarm": False, "avoid_known": True, "shrink": True, "disabled": [], "avoided": 0,
             "reduced": 0, "fresh": True, "look_past": True, "look_past_runs": 3, "look_past_clear": 1, "look_past_seconds": 1.25,
-            "look_past_vma_runs": 2, "look_past_vma_clear": 1, "shrunk_to_known": 2, "stopped_at_known": 1}
+            "look_past_vma_runs": 2, "look_past_vma_clear": 1, "shrunk_to_known": 2}
     return {**base, **more}
 
 
@@ -88,7 +88,7 @@ def test_merged_report_sums_counters_and_merges_findings_by_signature():
     assert (m["worker_seconds"], m["reference_seconds"], m["known_seconds"]) == (8.5, 3.0, 4.0)
     assert (m["look_past_runs"], m["look_past_clear"], m["look_past_seconds"]) == (6, 2, 2.5)
     assert (m["look_past_vma_runs"], m["look_past_vma_clear"]) == (4, 2)
-    assert (m["shrunk_to_known"], m["stopped_at_known"]) == (4, 2)
+    assert m["shrunk_to_known"] == 4
     assert m["features"] == {"grad": 2, "jit": 4, "vmap": 1}
     assert m["depth_histogram"] == {"1": 2, "2": 4, "10": 2}  # (numeric order)
     assert m["unconfirmed_crash_count"] == 2 and [u["job"] for u in m["unconfirmed_crashes"]] == [0, 1]
