@@ -578,19 +578,17 @@ class Campaign:
             self._supersede(signature, new)
         return new
 
-    def _known_now(self, signature: str, known: str) -> str:
-        """Count the record ``signature`` as hits of the corpus signature ``known`` (its reduced
-        program shows it) and drop it from the findings; returns ``known``.
+    def _known_now(self, signature: str, known: str) -> None:
+        """Count the record ``signature``, whose reduced program shows the corpus signature
+        ``known``, as hits of that known finding, and drop it from the findings.
 
-        Only at the end of a reduction, never at the first candidate that shows a corpus
-        signature (tried in session 46: about a tenth of the reducer's runs saved, but a new
-        bug whose smallest program needs fewer features than a known bug's face it passes
-        through would pass for that known bug: a5b7657db0ec has faces of up to 13 features)."""
+        Only at the end of a reduction, never at the first candidate showing a corpus
+        signature: a new bug whose smallest program needs fewer features than a known bug's
+        face it passes through would pass for that bug (tried and reverted in session 46)."""
         rec = self.records.pop(signature)
         self.known_hits[known] += rec.count
         self.shrunk_to_known += 1
         self._supersede(signature, known)
-        return known
 
     def _supersede(self, old: str, new: str) -> None:
         """Tell the findings file that finding ``old`` is now ``new`` (moved, merged, or known)."""
