@@ -45,6 +45,7 @@ import math
 
 import numpy as np
 
+from fuzz import jaxpr_numpy
 from fuzz import ops as O
 from fuzz import typecheck as T
 from fuzz.worker import callback_cells, unique_cells
@@ -111,6 +112,8 @@ class Reference:
         self.p = program
         self.log: dict = {}
         self.ranks = None  # {tag: rank}: fuzz.typecheck.callback_ranks, on the first record
+        self.staged = None  # [(tag, traced value)] recorded while derive traces (see record)
+        self.jaxpr_numpy = True  # derivatives traced once and evaluated with NumPy (see derive)
         self.nudge = 0.0  # relative change of every float32 result of an op (see ``nudged``)
 
     # ------------------------------------------------------------------ helpers
@@ -132,6 +135,9 @@ class Reference:
         """
         if self.xp is not np:
             x = self.jax.lax.stop_gradient(x)
+            if self.staged is not None:  # traced by derive: the value becomes an output of the jaxpr
+                self.staged.append((tag, x))
+                return
         if self.ranks is None:
             self.ranks = T.callback_ranks(self.p)
         self.log.setdefault(tag, []).append(callback_cells(np, np.asarray(x), self.ranks.get(tag, 0)))
@@ -265,6 +271,47 @@ class Reference:
             cur = [c if k is None else ys[k] for c, k in zip(cur, t["carry"])]
         return [self.xp.stack([s[j] for s in steps], axis=K) for j in range(len(out_ts))], out_ts
 
+    def derive(self, fun, args: list):
+        """``fun(*args)``: a derivative by JAX's autodiff of this reference run with jax.numpy.
+
+        Outermost (NumPy outside): traced once with ``jax.make_jaxpr`` and evaluated by
+        :mod:`fuzz.jaxpr_numpy` (NumPy, op by op), not run eagerly (every eager jax.numpy
+        function compiles for its shapes); the values an io_callback receives inside (``record``)
+        become outputs of the jaxpr, recorded once it is evaluated. When the trace fails (a
+        reference step that needs a concrete value, e.g. random_uniform's NumPy hash of its
+        index, or a recorded value inside a vmap of the derivative), eagerly as before. Nested (jax.numpy outside: a derivative of a derivative):
+        ``fun(*args)`` on the outer one's tracers. Results as ``fun`` gives them (a pytree of
+        NumPy arrays when outermost).
+        """
+        jax = self.jax
+        outer = self.xp
+        self.xp = self.jnp
+        try:
+            if outer is not np or not self.jaxpr_numpy:
+                return fun(*[self.jnp.asarray(x) for x in args])
+            staged = self.staged = []
+
+            def traced(*a):
+                return fun(*a), [x for _, x in staged]
+
+            try:
+                closed, shapes = jax.make_jaxpr(traced, return_shape=True)(*args)
+            except Exception as e:
+                name = type(e).__name__
+                jaxpr_numpy.STATS.eager[name] = jaxpr_numpy.STATS.eager.get(name, 0) + 1
+                self.staged = None
+                return fun(*[self.jnp.asarray(x) for x in args])
+            self.staged = None
+            flat = jaxpr_numpy.evaluate(closed, [np.asarray(x) for x in args])
+            out, received = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shapes), flat)
+            self.xp = np
+            for (tag, _), x in zip(staged, received):
+                self.record(tag, x)
+            return out
+        finally:
+            self.staged = None
+            self.xp = outer
+
     def grad(self, t, rest, fn, ctx, inner_ctx, xs, inner_ts, env):
         jax, jnp = self.jax, self.jnp
         # Manual axes with check_vma=True: an unvarying argument is one variable and the
@@ -288,11 +335,8 @@ class Reference:
             loss_info["type"] = out_ts[0]
             return one_copy(outs[0], out_ts[0].vma).sum(), outs[0]
 
-        outer_xp, self.xp = self.xp, jnp
-        try:
-            grads, loss = jax.grad(F, argnums=tuple(range(len(argnums))), has_aux=True)(*reduced)
-        finally:
-            self.xp = outer_xp
+        outer_xp = self.xp
+        grads, loss = self.derive(jax.grad(F, argnums=tuple(range(len(argnums))), has_aux=True), reduced)
         if outer_xp is np:
             grads, loss = [np.asarray(g) for g in grads], np.asarray(loss)
         grads = [outer_xp.broadcast_to(g, xs[i].shape) for g, i in zip(grads, argnums)]
@@ -317,18 +361,16 @@ class Reference:
         def seeded(k, ty, like):
             return jnp.broadcast_to(jnp.asarray(weights(t["seed"] + k, ty.shape)), like.shape)
 
-        xs = [jnp.asarray(x) for x in xs]
-        outer_xp, self.xp = self.xp, jnp
-        try:
+        def G(*xs):
             if t["kind"] == "vjp":
                 outs, pullback = jax.vjp(F, *xs)
                 cts = tuple(seeded(k, ty, o) for k, (ty, o) in enumerate(zip(types["outs"], outs)))
-                extra = pullback(cts)
-            else:
-                tangents = tuple(seeded(k, ty, x) for k, (ty, x) in enumerate(zip(inner_ts, xs)))
-                outs, extra = jax.jvp(F, tuple(xs), tangents)
-        finally:
-            self.xp = outer_xp
+                return outs, pullback(cts)
+            tangents = tuple(seeded(k, ty, x) for k, (ty, x) in enumerate(zip(inner_ts, xs)))
+            return jax.jvp(F, tuple(xs), tangents)
+
+        outer_xp = self.xp
+        outs, extra = self.derive(G, xs)
         values = list(outs) + list(extra)
         if outer_xp is np:
             values = [np.asarray(v) for v in values]
@@ -375,9 +417,7 @@ class Reference:
             return x[tuple(slice(0, 1) if (j in checked and ctx.axes[j].name not in vma) else slice(None)
                            for j in range(K))]
 
-        x = jnp.asarray(xs[k])
-        outer_xp, self.xp = self.xp, jnp
-        try:
+        def G(x):
             if t["kind"] == "jacrev":
                 def H(xk):
                     return tuple(one_copy(o, ty.vma).sum(axis=tuple(range(K)))
@@ -390,13 +430,15 @@ class Reference:
                         if ctx.axes[j].name not in inner_ts[k].vma:
                             J = jnp.broadcast_to(J.sum(axis=j, keepdims=True), J.shape)
                     jacs.append(J)
-            else:
-                def H(u):
-                    return tuple(F(x + u))
+                return jacs
 
-                jacs = list(jax.jacfwd(H)(jnp.zeros(x.shape[K:], x.dtype)))  # sizes + out.shape + arg.shape
-        finally:
-            self.xp = outer_xp
+            def H(u):
+                return tuple(F(x + u))
+
+            return list(jax.jacfwd(H)(jnp.zeros(x.shape[K:], x.dtype)))  # sizes + out.shape + arg.shape
+
+        outer_xp = self.xp
+        jacs = self.derive(G, [xs[k]])
         if outer_xp is np:
             jacs = [np.asarray(v) for v in jacs]
         return jacs, types["outs"]
