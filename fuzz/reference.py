@@ -1,4 +1,8 @@
-"""Unsharded reference evaluation of a program, with eager single-device ``jax.numpy`` only.
+"""Unsharded reference evaluation of a program: NumPy, and JAX's autodiff for derivatives.
+
+Derivatives are JAX's (``jax.grad`` ... of the reference written with single-device
+``jax.numpy``), traced once to a jaxpr and evaluated with NumPy by :mod:`fuzz.jaxpr_numpy`
+(:meth:`Reference.derive`): no XLA compilation per op, no jit.
 
 No jit, vmap, shard_map, collective or sharding API of JAX is used: the transforms under
 test must not judge themselves. Instead every value is held *lock-step* over the named
