@@ -305,7 +305,8 @@ class Reference:
                 jaxpr_numpy.STATS.eager[name] = jaxpr_numpy.STATS.eager.get(name, 0) + 1
                 self.staged = None
                 return fun(*[self.jnp.asarray(x) for x in args])
-            self.staged = None
+            finally:
+                self.staged = None
             flat = jaxpr_numpy.evaluate(closed, [np.asarray(x) for x in args])
             out, received = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shapes), flat)
             self.xp = np
@@ -313,8 +314,18 @@ class Reference:
                 self.record(tag, x)
             return out
         finally:
-            self.staged = None
             self.xp = outer
+
+    def host(self, fn, shape: tuple, dtype, *xs):
+        """``fn(*xs)`` computed with NumPy from values that are never differentiated (an int32
+        index), an array of ``shape`` and ``dtype``: at once when ``xs`` are concrete; inside a
+        trace of :meth:`derive` through ``jax.pure_callback``, which :mod:`fuzz.jaxpr_numpy`
+        calls on the host (a release without ``vmap_method`` fails the trace: then eagerly)."""
+        if self.staged is None:
+            out = fn(*[np.asarray(x) for x in xs])
+            return out if self.xp is np else self.xp.asarray(out)
+        return self.jax.pure_callback(lambda *a: np.asarray(fn(*a), dtype), self.jax.ShapeDtypeStruct(shape, dtype),
+                                      *xs, vmap_method="sequential")
 
     def grad(self, t, rest, fn, ctx, inner_ctx, xs, inner_ts, env):
         jax, jnp = self.jax, self.jnp

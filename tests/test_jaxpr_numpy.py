@@ -82,6 +82,19 @@ def test_each_numpy_rule_gives_jax_s_values(name, f, args):
     check_case(name, f, args)
 
 
+def test_a_pure_callback_runs_its_host_function():
+    seen = []
+
+    def host(x):
+        seen.append(x)
+        return np.asarray(x) * 2
+
+    f = lambda x: jnp.sin(jax.pure_callback(host, jax.ShapeDtypeStruct(x.shape, x.dtype), x, vmap_method="sequential"))
+    got, _, ran = numpy_and_jax(f, (F,))
+    assert "pure_callback" in ran and len(seen) == 2  # (numpy_and_jax also runs f with JAX)
+    np.testing.assert_allclose(got[0], np.sin(2 * F), rtol=1e-6)
+
+
 def test_every_rule_has_a_case():
     assert set(J.RULES) - {"copy_p"} <= {c[0] for c in CASES}
 

@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 from fuzz.ops.base import AXES, FLOAT, FLOATS, INT, SEED, ExprOp, Ty, int_schema, np_dtype, require
 from fuzz.ops.indices import start_index
 from fuzz.ops.sharding import splits
-from fuzz.ops.slicing import lifted
+from fuzz.ops.slicing import lifted, named_shape
 
 ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 # (total bits, mantissa bits, bits drawn) per dtype: finfo(dtype).bits / .nmant; at least 8 drawn
@@ -145,13 +145,18 @@ class RandomUniform(ExprOp):
         return None, (0 if eqn["dims"] else None)
 
     def reference(self, r, eqn, xs, ts, ctx):
-        data = lifted(np, np.asarray(xs[0]), ctx)  # (int32: never differentiated, so NumPy under a derivative too)
         n = eqn["split"]
-        if n:  # split(key, n)[i] is fold_in(key, i) for 0 <= i < n (both hash (0, i) under the key, see above);
-            # a traced index wraps once when negative and is clamped into range (JAX's retrieval indexing)
-            data = np.clip(np.where(data < 0, data + n, data), 0, n - 1)
-        out = uniform_reference(eqn["seed"], data, tuple(eqn["dims"]), eqn["dtype"])
-        return [out if r.xp is np else r.xp.asarray(out)]
+
+        def values(i):
+            data = lifted(np, np.asarray(i), ctx)
+            if n:  # split(key, n)[i] is fold_in(key, i) for 0 <= i < n (both hash (0, i) under the key, see
+                # above); a traced index wraps once when negative and is clamped into range (JAX's retrieval indexing)
+                data = np.clip(np.where(data < 0, data + n, data), 0, n - 1)
+            return uniform_reference(eqn["seed"], data, tuple(eqn["dims"]), eqn["dtype"])
+
+        # (int32: never differentiated, so NumPy under a derivative too)
+        shape = named_shape(ctx) + tuple(eqn["dims"])
+        return [r.host(values, shape, np_dtype(eqn["dtype"]), xs[0])]
 
     def expr(self, rr, eqn, a, ctx, extra: str = ""):
         """The draw's source; ``extra``: more keyword arguments of ``jax.random.uniform`` (``, name=...``)."""
