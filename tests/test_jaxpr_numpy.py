@@ -176,3 +176,26 @@ def test_a_callback_under_grad_is_recorded_from_the_jaxpr():
     np.testing.assert_allclose(got["results"][0][0], want["results"][0][0], rtol=1e-6)
     assert list(got["callbacks"][0]) == ["cb1"] and len(got["callbacks"][0]["cb1"]) == 4
     np.testing.assert_allclose(got["callbacks"][0]["cb1"], want["callbacks"][0]["cb1"], rtol=1e-6)
+
+
+def test_the_reference_benchmark_finds_no_disagreement_and_can_find_one(monkeypatch):
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import reference as bench
+
+    row = bench.run_seed(8, 3)
+    assert row["programs"] == 8 and row["numpy_seconds"] > 0 and row["disagree"] == []
+    p = next(p for p in bench.drawn(30, 3) if {"grad", "vjp", "jvp"} & set(p_features(p)))
+    fast, _ = bench.timed(p, True)
+    monkeypatch.setitem(J.RULES, "mul", J.RULES["add"])  # a planted wrong rule
+    monkeypatch.setitem(J.RULES, "add_any", J.RULES["sub"])
+    wrong, _ = bench.timed(p, True)
+    eager, _ = bench.timed(p, False)
+    assert bench.disagree(p, fast, eager) is None
+    assert bench.disagree(p, wrong, eager) is not None
+
+
+def p_features(p):
+    from fuzz.features import features
+    return features(p)[0]
