@@ -281,9 +281,16 @@ def known_ops(pairs: list) -> dict:
 
 
 def add_faces(entry: dict, signatures: list, triage: str = "") -> dict:
-    """``entry`` with ``signatures`` (other than its own) added to its ``faces`` and ``triage`` appended to its triage."""
+    """``entry`` with ``signatures`` (other than its own) added to its ``faces`` and ``triage`` appended to its triage.
+
+    Raises CorpusError when that makes more faces than the schema's ``maxItems`` (an entry's size is
+    bounded: corpus files may come from strangers)."""
     faces = list(entry.get("faces", []))
     faces += [s for s in signatures if s != entry["signature"] and s not in faces]
+    most = schema("corpus_entry")["properties"]["faces"]["maxItems"]
+    if len(faces) > most:
+        raise CorpusError(f"{len(faces)} faces for the entry of {entry['signature'][:60]!r}, more than the {most} an "
+                          f"entry holds; nothing written: keep the triage in docs/unsaved-findings.md instead")
     new = {**entry, "faces": faces} if faces else dict(entry)
     old = entry.get("triage", "")
     if triage and triage not in old:

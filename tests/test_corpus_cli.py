@@ -141,3 +141,20 @@ def test_a_face_may_come_from_another_oracle_of_the_programs_outcome(tmp_path):
              cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "internal-error: kind: message 2" in known_signatures(corpus_files(corpus))
+
+
+def test_a_face_past_the_formats_limit_is_refused_in_one_line_and_nothing_is_written(tmp_path):
+    from fuzz.program import schema
+
+    most = schema("corpus_entry")["properties"]["faces"]["maxItems"]
+    corpus = tmp_path / "c"
+    [(path, _)] = save_entries(corpus, entries_from_report({**REPORT, "findings": [finding("internal-error", 0)]},
+                                                           [], "the bug", "r.json"))
+    full = {**load_entry(path), "faces": [f"internal-error: kind: face {k}" for k in range(most)]}
+    path.write_text(json.dumps(full))
+    before = path.read_bytes()
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps({**REPORT, "findings": [finding("internal-error", 2)]}))
+    r = _cli("save", str(report), "--finding", "1", "--face-of", str(path), "--triage", "t", cwd=tmp_path)
+    assert r.returncode == 2 and f"more than the {most}" in r.stderr and "fix or remove" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and path.read_bytes() == before
