@@ -26,7 +26,7 @@ CASES = [
     ("tanh", jnp.tanh, (F,)), ("exp", jnp.exp, (F,)), ("log", jnp.log, (F + 2,)), ("log1p", jnp.log1p, (F,)),
     ("expm1", jnp.expm1, (F,)), ("abs", lax.abs, (F,)), ("sign", lax.sign, (F,)), ("floor", lax.floor, (F,)),
     ("ceil", lax.ceil, (F,)), ("sqrt", lax.sqrt, (F + 2,)), ("rsqrt", lax.rsqrt, (F + 2,)),
-    ("square", lax.square, (F,)), ("logistic", lax.logistic, (F * 40,)), ("is_finite", lax.is_finite, (F / F,)),
+    ("square", lax.square, (F,)), ("logistic", lax.logistic, (F * 40,)), ("is_finite", lax.is_finite, (np.array([np.nan, np.inf, -np.inf, 1.0], np.float32),)),
     ("copy", lambda x: lax.copy_p.bind(x), (F,)), ("stop_gradient", lambda x: x * lax.stop_gradient(x), (F,)), ("integer_pow", lambda x: x ** 3, (F,)),
     ("add", lax.add, (F, F)), ("add_any", lambda x: jax.grad(lambda y: jnp.sum(y * y + y))(x), (F,)),
     ("sub", lax.sub, (F, F.T.reshape(3, 4))), ("mul", lax.mul, (F, F)), ("div", lax.div, (F, F + 10)),
