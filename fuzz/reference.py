@@ -282,8 +282,9 @@ class Reference:
         :mod:`fuzz.jaxpr_numpy` (NumPy, op by op), not run eagerly (every eager jax.numpy
         function compiles for its shapes); the values an io_callback receives inside (``record``)
         become outputs of the jaxpr, recorded once it is evaluated. When the trace fails (a
-        reference step that needs a concrete value, e.g. random_uniform's NumPy hash of its
-        index, or a recorded value inside a vmap of the derivative), eagerly as before. Nested (jax.numpy outside: a derivative of a derivative):
+        reference step that needs a concrete value, or a recorded value inside a vmap of the
+        derivative) or its evaluation raises, eagerly as before (counted in
+        ``fuzz.jaxpr_numpy.STATS.eager``). Nested (jax.numpy outside: a derivative of a derivative):
         ``fun(*args)`` on the outer one's tracers. Results as ``fun`` gives them (a pytree of
         NumPy arrays when outermost).
         """
@@ -307,7 +308,12 @@ class Reference:
                 return fun(*[self.jnp.asarray(x) for x in args])
             finally:
                 self.staged = None
-            flat = jaxpr_numpy.evaluate(closed, [np.asarray(x) for x in args])
+            try:
+                flat = jaxpr_numpy.evaluate(closed, [np.asarray(x) for x in args])
+            except Exception as e:  # (a rule's own failure: JAX's eager evaluation stays the judge)
+                name = f"evaluate: {type(e).__name__}"
+                jaxpr_numpy.STATS.eager[name] = jaxpr_numpy.STATS.eager.get(name, 0) + 1
+                return fun(*[self.jnp.asarray(x) for x in args])
             out, received = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shapes), flat)
             self.xp = np
             for (tag, _), x in zip(staged, received):

@@ -199,3 +199,19 @@ def test_the_reference_benchmark_finds_no_disagreement_and_can_find_one(monkeypa
 def p_features(p):
     from fuzz.features import features
     return features(p)[0]
+
+
+def test_a_rule_that_raises_leaves_the_derivative_to_eager_jax(monkeypatch):
+    body = fn(["a"], [eqn("sin", ["a"], ["s"]), eqn("wsum", ["s"], ["v"], seed=3)], ["v"])
+    p = program(inputs=[("x0", (4,), 2)], functions={"f0": body},
+                calls=[call("f0", [{"kind": "grad", "argnums": [0]}], ["x0"])])
+    want = Reference(p).evaluate()["results"][0][0]
+
+    def broken(*a, **k):
+        raise AssertionError("a broken rule")
+
+    monkeypatch.setattr(J, "_equation", broken)
+    before = J.STATS.eager.get("evaluate: AssertionError", 0)
+    got = Reference(p).evaluate()["results"][0][0]
+    assert J.STATS.eager["evaluate: AssertionError"] == before + 1
+    np.testing.assert_allclose(got, want, rtol=1e-6)
