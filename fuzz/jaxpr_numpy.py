@@ -216,7 +216,7 @@ RULES = {
     "dot_general": _dot_general,
 }
 
-# primitives whose value is that of a jaxpr in their params: (param, closed?) in the order tried
+# primitives whose value is that of a jaxpr in their params: {primitive: the param holding it}
 CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
          "custom_jvp_call": "call_jaxpr", "custom_vjp_call": "call_jaxpr",
          "custom_vjp_call_jaxpr": "fun_jaxpr", "checkpoint": "jaxpr", "remat": "jaxpr"}
@@ -235,7 +235,6 @@ class Stats:
 STATS = Stats()
 
 
-
 def _var_kinds() -> tuple:
     """(Literal, DropVar) of this JAX (imported here: JAX is imported only once a reference needs it)."""
     try:  # jax >= 0.4.36
@@ -243,10 +242,6 @@ def _var_kinds() -> tuple:
     except ImportError:  # older releases
         from jax.core import DropVar, Literal
     return Literal, DropVar
-
-
-def _aval(v):
-    return v.aval
 
 
 def _exact(avals) -> bool:
@@ -303,7 +298,7 @@ def _equation(eqn, xs: list, bind_all: bool, kinds: tuple) -> list:
         STATS.numpy[name] = STATS.numpy.get(name, 0) + 1
         return [np.asarray(o, dtype=v.aval.dtype).reshape(v.aval.shape) for o, v in zip(outs, eqn.outvars)]
     rule = None if bind_all else RULES.get(name)
-    avals = [_aval(v) for v in eqn.outvars]
+    avals = [v.aval for v in eqn.outvars]
     if rule is not None and _exact(avals) and all(np.dtype(np.asarray(x).dtype) in EXACT for x in xs):
         try:
             with np.errstate(all="ignore"):
