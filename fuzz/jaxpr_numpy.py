@@ -114,6 +114,8 @@ def _cumulative(f):
 
 def _dot_general(lhs, rhs, *, dimension_numbers, preferred_element_type=None, **_):
     (lc, rc), (lb, rb) = dimension_numbers
+    if preferred_element_type is not None:  # (the products and sums in that dtype: bool counts, int32 in float32)
+        lhs, rhs = lhs.astype(preferred_element_type), rhs.astype(preferred_element_type)
     lf = [d for d in range(lhs.ndim) if d not in lc and d not in lb]
     rf = [d for d in range(rhs.ndim) if d not in rc and d not in rb]
     size = lambda x, ds: int(np.prod([x.shape[d] for d in ds], dtype=np.int64))
@@ -175,7 +177,17 @@ def _rem(x, y, **_):
 
 
 def _integer_pow(x, *, y):
-    return x ** y
+    """x ** y as lax computes it: repeated squaring, then 1 / acc for y < 0 (``_integer_pow`` in
+    jax/_src/lax/lax.py; powf rounds otherwise, up to ~20 ulp apart for y near 100)."""
+    acc, base, n = None, x, abs(y)
+    while n:
+        if n & 1:
+            acc = base if acc is None else acc * base
+        n >>= 1
+        if n:
+            base = base * base
+    acc = np.ones_like(x) if acc is None else acc
+    return np.ones_like(x) / acc if y < 0 else acc
 
 
 def _max(x, y, **_):
@@ -210,7 +222,8 @@ RULES = {
     "concatenate": _concatenate, "pad": _pad, "slice": _slice, "split": _split,
     "dynamic_slice": _dynamic_slice, "dynamic_update_slice": _dynamic_update_slice, "iota": _iota,
     "reduce_sum": _reduce(np.sum), "reduce_max": _reduce(np.max), "reduce_min": _reduce(np.min),
-    "reduce_prod": _reduce(np.prod), "reduce_and": _reduce(np.all), "reduce_or": _reduce(np.any),
+    "reduce_prod": _reduce(np.prod), "reduce_and": _reduce(np.bitwise_and.reduce),
+    "reduce_or": _reduce(np.bitwise_or.reduce),
     "cumsum": _cumulative(np.cumsum), "cumprod": _cumulative(np.cumprod),
     "cummax": _cumulative(np.maximum.accumulate), "cummin": _cumulative(np.minimum.accumulate),
     "dot_general": _dot_general,
@@ -294,9 +307,12 @@ def _equation(eqn, xs: list, bind_all: bool, kinds: tuple) -> list:
         if hasattr(sub, "eqns") and not sub.constvars:  # an open Jaxpr (checkpoint)
             return _run(sub, [], xs, bind_all, kinds)
     if name == "pure_callback" and not bind_all:  # host code: its callback on NumPy values
-        outs = eqn.params["callback"](*[np.asarray(x) for x in xs])
+        outs = [np.asarray(o) for o in eqn.params["callback"](*[np.asarray(x) for x in xs])]
+        if len(outs) != len(eqn.outvars) or any(o.shape != tuple(v.aval.shape) for o, v in zip(outs, eqn.outvars)):
+            raise ValueError(f"pure_callback returned shapes {[o.shape for o in outs]}, declared "
+                             f"{[tuple(v.aval.shape) for v in eqn.outvars]}")
         STATS.numpy[name] = STATS.numpy.get(name, 0) + 1
-        return [np.asarray(o, dtype=v.aval.dtype).reshape(v.aval.shape) for o, v in zip(outs, eqn.outvars)]
+        return [o.astype(v.aval.dtype) for o, v in zip(outs, eqn.outvars)]
     rule = None if bind_all else RULES.get(name)
     avals = [v.aval for v in eqn.outvars]
     if rule is not None and _exact(avals) and all(np.dtype(np.asarray(x).dtype) in EXACT for x in xs):

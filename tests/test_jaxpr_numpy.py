@@ -27,6 +27,7 @@ CASES = [
     ("expm1", jnp.expm1, (F,)), ("abs", lax.abs, (F,)), ("sign", lax.sign, (F,)), ("floor", lax.floor, (F,)),
     ("ceil", lax.ceil, (F,)), ("sqrt", lax.sqrt, (F + 2,)), ("rsqrt", lax.rsqrt, (F + 2,)),
     ("square", lax.square, (F,)), ("logistic", lax.logistic, (F * 40,)), ("is_finite", lax.is_finite, (np.array([np.nan, np.inf, -np.inf, 1.0], np.float32),)),
+    ("integer_pow", lambda x: lax.integer_pow(x, 31) + lax.integer_pow(x, -7) + lax.integer_pow(x, 0), (F + 1.04,)),
     ("copy", lambda x: lax.copy_p.bind(x), (F,)), ("stop_gradient", lambda x: x * lax.stop_gradient(x), (F,)), ("integer_pow", lambda x: x ** 3, (F,)),
     ("add", lax.add, (F, F)), ("add_any", lambda x: jax.grad(lambda y: jnp.sum(y * y + y))(x), (F,)),
     ("sub", lax.sub, (F, F.T.reshape(3, 4))), ("mul", lax.mul, (F, F)), ("div", lax.div, (F, F + 10)),
@@ -51,10 +52,16 @@ CASES = [
     ("reduce_sum", lambda x: jnp.sum(x, axis=1), (F,)), ("reduce_max", lambda x: jnp.max(x, axis=0), (F,)),
     ("reduce_min", lambda x: jnp.min(x, axis=(0, 1)), (F,)), ("reduce_prod", lambda x: jnp.prod(x, axis=1), (F,)),
     ("reduce_and", lambda x: jnp.all(x > -1, axis=1), (F,)), ("reduce_or", lambda x: jnp.any(x > 1, axis=0), (F,)),
+    ("reduce_and", lambda i: lax.reduce_and_p.bind(i, axes=(0,)), (I + 7,)),  # (bitwise on int32)
+    ("reduce_or", lambda i: lax.reduce_or_p.bind(i, axes=(0, 1)), (I + 7,)),
     ("cumsum", lambda x: lax.cumsum(x, axis=1, reverse=True), (F,)), ("cumprod", lambda x: lax.cumprod(x, axis=0), (F,)),
     ("cummax", lambda x: lax.cummax(x, axis=1), (F,)), ("cummin", lambda x: lax.cummin(x, axis=1, reverse=True), (F,)),
     ("dot_general", lambda x, y: lax.dot_general(x[None].repeat(2, 0), y[None].repeat(2, 0), (((2,), (1,)), ((0,), (0,)))),
      (F, G)),
+    ("dot_general", lambda p, q: lax.dot_general(p, q, (((1,), (0,)), ((), ())), preferred_element_type=jnp.int32),
+     (F > 0, G > 0)),
+    ("dot_general", lambda i, j: lax.dot_general(i, j, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32),
+     (I * 65536, I.T * 65536)),
 ]
 
 
@@ -77,7 +84,7 @@ def check_case(name, f, args):
         np.testing.assert_allclose(g, w, rtol=2e-6, atol=1e-6, err_msg=name)
 
 
-@pytest.mark.parametrize("name,f,args", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("name,f,args", CASES, ids=[f"{c[0]}-{k}" for k, c in enumerate(CASES)])
 def test_each_numpy_rule_gives_jax_s_values(name, f, args):
     check_case(name, f, args)
 
@@ -215,3 +222,12 @@ def test_a_rule_that_raises_leaves_the_derivative_to_eager_jax(monkeypatch):
     got = Reference(p).evaluate()["results"][0][0]
     assert J.STATS.eager["evaluate: AssertionError"] == before + 1
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("y", [2, 3, 7, 31, 100, -1, -7])
+def test_integer_pow_rounds_as_lax_does(y):
+    # lax multiplies by repeated squaring (powf rounds otherwise: 13 ulp apart at y = 31)
+    x = np.random.default_rng(y + 50).uniform(0.9, 1.1, size=256).astype(np.float32)
+    got, want, ran = numpy_and_jax(lambda v: lax.integer_pow(v, y), (x,))
+    assert "integer_pow" in ran
+    np.testing.assert_array_equal(got[0], want[0])
