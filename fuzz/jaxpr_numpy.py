@@ -18,6 +18,8 @@ elements, ``select_n`` picks case ``pred`` (False/0 the first), ``clamp(lo, x, h
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
 EXACT = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.bool_))
@@ -240,9 +242,9 @@ class Stats:
     run eagerly because their trace failed, by exception type (counters, see fuzz.reference.Reference.derive)."""
 
     def __init__(self):
-        self.numpy: dict = {}
-        self.bound: dict = {}
-        self.eager: dict = {}
+        self.numpy = Counter()
+        self.bound = Counter()
+        self.eager = Counter()
 
 
 STATS = Stats()
@@ -311,7 +313,7 @@ def _equation(eqn, xs: list, bind_all: bool, kinds: tuple) -> list:
         if len(outs) != len(eqn.outvars) or any(o.shape != tuple(v.aval.shape) for o, v in zip(outs, eqn.outvars)):
             raise ValueError(f"pure_callback returned shapes {[o.shape for o in outs]}, declared "
                              f"{[tuple(v.aval.shape) for v in eqn.outvars]}")
-        STATS.numpy[name] = STATS.numpy.get(name, 0) + 1
+        STATS.numpy[name] += 1
         return [o.astype(v.aval.dtype) for o, v in zip(outs, eqn.outvars)]
     rule = None if bind_all else RULES.get(name)
     avals = [v.aval for v in eqn.outvars]
@@ -328,9 +330,9 @@ def _equation(eqn, xs: list, bind_all: bool, kinds: tuple) -> list:
                 o = np.asarray(o, dtype=a.dtype)
                 assert o.shape == tuple(a.shape), f"{name}: NumPy rule gave {o.shape}, JAX types {tuple(a.shape)}"
                 results.append(o)
-            STATS.numpy[name] = STATS.numpy.get(name, 0) + 1
+            STATS.numpy[name] += 1
             return results
-    STATS.bound[name] = STATS.bound.get(name, 0) + 1
+    STATS.bound[name] += 1
     got = eqn.primitive.bind(*xs, **eqn.params)
     outs = list(got) if eqn.primitive.multiple_results else [got]
     return [np.asarray(o) for o in outs]

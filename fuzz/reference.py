@@ -285,15 +285,22 @@ class Reference:
         reference step that needs a concrete value, or a recorded value inside a vmap of the
         derivative) or its evaluation raises, eagerly as before (counted in
         ``fuzz.jaxpr_numpy.STATS.eager``). Nested (jax.numpy outside: a derivative of a derivative):
-        ``fun(*args)`` on the outer one's tracers. Results as ``fun`` gives them (a pytree of
-        NumPy arrays when outermost).
+        ``fun(*args)`` on the outer one's tracers. Results as ``fun`` gives them, NumPy arrays
+        when outermost.
         """
         jax = self.jax
         outer = self.xp
         self.xp = self.jnp
+
+        def eager(why: str = ""):
+            if why:
+                jaxpr_numpy.STATS.eager[why] += 1
+            out = fun(*[self.jnp.asarray(x) for x in args])
+            return jax.tree_util.tree_map(np.asarray, out) if outer is np else out
+
         try:
             if outer is not np or not self.jaxpr_numpy:
-                return fun(*[self.jnp.asarray(x) for x in args])
+                return eager()
             staged = self.staged = []
 
             def traced(*a):
@@ -302,18 +309,13 @@ class Reference:
             try:
                 closed, shapes = jax.make_jaxpr(traced, return_shape=True)(*args)
             except Exception as e:
-                name = type(e).__name__
-                jaxpr_numpy.STATS.eager[name] = jaxpr_numpy.STATS.eager.get(name, 0) + 1
-                self.staged = None
-                return fun(*[self.jnp.asarray(x) for x in args])
+                return eager(type(e).__name__)
             finally:
                 self.staged = None
             try:
                 flat = jaxpr_numpy.evaluate(closed, [np.asarray(x) for x in args])
             except Exception as e:  # (a rule's own failure: JAX's eager evaluation stays the judge)
-                name = f"evaluate: {type(e).__name__}"
-                jaxpr_numpy.STATS.eager[name] = jaxpr_numpy.STATS.eager.get(name, 0) + 1
-                return fun(*[self.jnp.asarray(x) for x in args])
+                return eager(f"evaluate: {type(e).__name__}")
             out, received = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shapes), flat)
             self.xp = np
             for (tag, _), x in zip(staged, received):
@@ -358,8 +360,6 @@ class Reference:
 
         outer_xp = self.xp
         grads, loss = self.derive(jax.grad(F, argnums=tuple(range(len(argnums))), has_aux=True), reduced)
-        if outer_xp is np:
-            grads, loss = [np.asarray(g) for g in grads], np.asarray(loss)
         grads = [outer_xp.broadcast_to(g, xs[i].shape) for g, i in zip(grads, argnums)]
         value = [loss] if t["kind"] == "value_and_grad" else []
         return value + grads, [loss_info["type"]]
@@ -390,11 +390,8 @@ class Reference:
             tangents = tuple(seeded(k, ty, x) for k, (ty, x) in enumerate(zip(inner_ts, xs)))
             return jax.jvp(F, tuple(xs), tangents)
 
-        outer_xp = self.xp
         outs, extra = self.derive(G, xs)
         values = list(outs) + list(extra)
-        if outer_xp is np:
-            values = [np.asarray(v) for v in values]
         return values, types["outs"]
 
     def cond(self, x, outs: list, out_ts: list, K: int) -> list:
@@ -458,10 +455,7 @@ class Reference:
 
             return list(jax.jacfwd(H)(jnp.zeros(x.shape[K:], x.dtype)))  # sizes + out.shape + arg.shape
 
-        outer_xp = self.xp
         jacs = self.derive(G, [xs[k]])
-        if outer_xp is np:
-            jacs = [np.asarray(v) for v in jacs]
         return jacs, types["outs"]
 
     # ------------------------------------------------------------------ primitives
