@@ -137,36 +137,30 @@ DERIVATIVES = {"grad", "value_and_grad", "vjp", "jvp", "linearize", "jacrev", "j
 
 
 def test_the_numpy_path_agrees_with_the_eager_reference_on_drawn_programs():
-    """As the differential oracle judges JAX: the eager reference's values (what the reference
-    gave before the NumPy path) agree with the NumPy path's, or differ by the rounding noise the
-    program amplifies (oracles.differential.ill_conditioned)."""
+    """As the differential and callbacks oracles judge JAX (benchmarks/reference.py's ``disagree``):
+    the eager reference's values (what the reference gave before the NumPy path) agree with the
+    NumPy path's, or differ by the rounding noise the program amplifies."""
     from fuzz.features import features
     from helpers import drawn_programs
-    from oracles.differential import agree, ill_conditioned, tolerance
 
+    bench = reference_benchmark()
     progs = [p for p in drawn_programs([5, 6], 60) if features(p)[0] & DERIVATIVES][:16]
     assert len(progs) >= 10
     numpy_eqns = sum(J.STATS.numpy.values())
     for p in progs:
-        fast, eager = Reference(p), Reference(p)
-        eager.jaxpr_numpy = False
-        try:
-            want = eager.evaluate()
-        except Exception as e:
-            with pytest.raises(type(e)):
-                fast.evaluate()
-            continue
-        got = fast.evaluate()
-        nudged: dict = {}
-        for k, (gs, ws) in enumerate(zip(got["results"], want["results"])):
-            for j, (g, w) in enumerate(zip(gs, ws)):
-                assert agree(w, g, tolerance(p)) or ill_conditioned(got, k, j, w, g, nudged), (k, j, g, w)
-        assert len(got["callbacks"]) == len(want["callbacks"])
-        for gc, wc in zip(got["callbacks"], want["callbacks"]):
-            assert sorted(gc) == sorted(wc)
-            for tag in gc:
-                np.testing.assert_allclose(gc[tag], wc[tag], rtol=1e-5, atol=1e-6)
+        fast, _ = bench.timed(p, True)
+        eager, _ = bench.timed(p, False)
+        assert bench.disagree(p, fast, eager) is None
     assert sum(J.STATS.numpy.values()) > numpy_eqns + 100  # (the NumPy path ran)
+
+
+def reference_benchmark():
+    """benchmarks/reference.py as a module."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import reference
+    return reference
 
 
 def test_a_callback_under_grad_is_recorded_from_the_jaxpr():
@@ -186,11 +180,7 @@ def test_a_callback_under_grad_is_recorded_from_the_jaxpr():
 
 
 def test_the_reference_benchmark_finds_no_disagreement_and_can_find_one(monkeypatch):
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-    import reference as bench
-
+    bench = reference_benchmark()
     row = bench.run_seed(8, 3)
     assert row["programs"] == 8 and row["numpy_seconds"] > 0 and row["disagree"] == []
     p = next(p for p in bench.drawn(30, 3) if {"grad", "vjp", "jvp"} & set(p_features(p)))
