@@ -31,7 +31,7 @@ from pathlib import Path
 
 import click
 
-from fuzz.render import BUG_MARK, CALLBACKS_MARK, render_repro
+from fuzz.render import BUG_MARK, CALLBACKS_MARK, release_caps, render_repro
 from fuzz.typecheck import CHECKPOINT_POLICIES, transform_name
 from fuzz.util import hide_install_path
 from oracles.internal_error import JAXPR_MARK
@@ -281,12 +281,12 @@ def load_case(path: str, finding: int | None) -> Case:
     if f["oracle"] in ("crash", "hang") and f.get("history") and not history:
         raise ExportError(f"{where} needs {len(f['history'])} earlier program(s) that the report does not hold as "
                           f"programs; save it with 'shardfuzz save' and export the entry")
+    version = data.get("jax_version")
     try:
         for p in [f.get("program")] + list(history):
-            validate_program(p)
+            validate_program(p, release_caps(version))  # (typed under the rules of the release it ran on)
     except ProgramError as e:
         raise ExportError(f"{where}: invalid program ({' '.join(str(e).split())[:200]})") from None
-    version = data.get("jax_version")
     if not isinstance(version, str):
         raise ExportError(f"{path} does not say which jax_version it ran; pass {REPORT_WORDS}")
     return Case(f"{Path(path).stem}-finding-{finding}", f["oracle"], f["kind"], f["message"], f["signature"], call,
@@ -838,7 +838,7 @@ def export_case(case: Case, python: str, out_dir: Path, log=lambda s: None, xla_
         from fuzz.reference import evaluate
 
         try:
-            expected = evaluate(case.program)
+            expected = evaluate(case.program, caps)
         except ProgramError as e:
             raise ExportError(f"the reference cannot evaluate this program ({_line(e, 200)})") from None
     finding = {"oracle": case.oracle, "kind": case.kind, "message": case.message, "call": case.call}

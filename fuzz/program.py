@@ -89,14 +89,15 @@ def _one_line(text: str, limit: int = 200) -> str:
     return " ".join(str(text).split())[:limit]
 
 
-def validate_program(program) -> None:
-    """Raise ProgramError (one line) unless ``program`` matches the schema and the typing rules."""
+def validate_program(program, caps: dict | None = None) -> None:
+    """Raise ProgramError (one line) unless ``program`` matches the schema and the typing rules
+    (of the release of ``caps``, the worker's capabilities; None: the newest release's)."""
     err = _first_error(program, "program")
     if err is not None:
         where = "/".join(map(str, err.absolute_path)) or "top level"
         raise ProgramError(f"program does not match the schema at {where}: {_one_line(err.message)}")
     try:
-        check_program(program)
+        check_program(program, caps=caps)
     except RecursionError:
         raise ProgramError("nested too deeply to type-check") from None
 
@@ -118,10 +119,13 @@ def validate_entry(entry, where: str = "entry") -> None:
         if not upstream.fullmatch(url):
             raise CorpusError(f"{where}: not a corpus entry (at upstream: {url[:80]!r} is not a GitHub issue or "
                               f"pull request address); fix or remove the file")
+    from fuzz.render import release_caps
+
+    caps = release_caps(entry.get("jax_version"))  # typed under the rules of the release it was recorded on
     try:
-        validate_program(entry["program"])
+        validate_program(entry["program"], caps)
         for h in entry.get("history", []):
-            validate_program(h)
+            validate_program(h, caps)
     except ProgramError as e:
         raise CorpusError(f"{where}: invalid program ({_one_line(e)}); fix or remove the file") from None
 

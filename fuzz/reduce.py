@@ -287,8 +287,9 @@ class _Index:
     see the enclosing scope as it is at their equation.
     """
 
-    def __init__(self, program: dict):
+    def __init__(self, program: dict, caps: dict | None = None):
         self.p = program
+        self.caps = caps  # the release whose typing rules give the types (None: the newest)
         self.scopes: dict = {}
         self.name: dict = {}
         self.uses: dict = {}
@@ -420,13 +421,13 @@ class _Index:
         """Number of results of call ``c`` (0 when the program does not type-check)."""
         if self._call_types is None:
             try:
-                self._call_types = T.check_program(self.p)
+                self._call_types = T.check_program(self.p, caps=self.caps)
             except (ProgramError, KeyError, IndexError, TypeError, ValueError):
                 self._call_types = []
         return len(self._call_types[c]) if c < len(self._call_types) else 0
 
     def _type_program(self):
-        ctx = T.root_ctx(self.p)
+        ctx = T.root_ctx(self.p, self.caps)
         ins = T.input_types(self.p)
         for n, ty in ins.items():
             self._types[("in", n)] = {None: ty}
@@ -652,12 +653,13 @@ def _fit_out(t: dict, ranks: list) -> None:
             t["out_axes"][k] = min(ax, ranks[k])
 
 
-def _repair(program: dict) -> dict:
+def _repair(program: dict, caps: dict | None = None) -> dict:
     """Fit every chain's per-argument and per-result entries to the ranks the typing rules
-    derive, in place, so that a step that changes a value's rank carries on downstream
-    (e.g. a shard_map's out_specs lose an entry). Stops at the first other typing error."""
+    (of the release of ``caps``, None: the newest) derive, in place, so that a step that changes
+    a value's rank carries on downstream (e.g. a shard_map's out_specs lose an entry). Stops at
+    the first other typing error."""
     try:
-        ctx = T.root_ctx(program)
+        ctx = T.root_ctx(program, caps)
         ins = T.input_types(program)
         for call in program["calls"]:
             fn = program["functions"][call["function"]]
@@ -757,13 +759,13 @@ def _valid(cand: dict, caps: dict) -> bool:
     """Whether a candidate passes the typing rules and the schema and renders with ``caps``
     on at most ``caps["n_devices"]`` devices."""
     try:
-        T.check_program(cand)
+        T.check_program(cand, caps=caps)
     except (ValueError, KeyError, IndexError, TypeError, AttributeError, ArithmeticError):
         # a malformed candidate (say, a parameter below its schema's minimum: a broadcast
         # of size 0 that a vmap then maps over) can trip the checker before the schema says why
         return False
     try:
-        validate_program(cand)
+        validate_program(cand, caps)
         render(cand, caps)
     except ValueError:  # ProgramError included
         return False
@@ -810,7 +812,7 @@ class _Reducer:
         """Keep ``cand`` if it is smaller, valid and interesting; log it."""
         if cand is None:
             return False
-        _repair(cand)
+        _repair(cand, self.caps)
         if self.auto_dce:
             cand = _without_dead_code(cand) or cand
         s = _size3(cand)
@@ -827,7 +829,7 @@ class _Reducer:
         """Run one pass until it has nothing left to propose; True when it changed the program."""
         start, changed = 0, False
         while True:
-            ix = _Index(self.best)
+            ix = _Index(self.best, self.caps)
             for slot, make in gen(ix, self.call, start):
                 if slot < start:
                     continue
@@ -1354,8 +1356,9 @@ PASSES = (
 )
 
 
-def candidates(program: dict, call: int | None = None):
-    """Every single step the passes propose for ``program``: (pass name, candidate, call).
+def candidates(program: dict, call: int | None = None, caps: dict | None = None):
+    """Every single step the passes propose for ``program``: (pass name, candidate, call);
+    ``caps``: the release whose typing rules type it (None: the newest).
 
     Candidates may be invalid or not smaller (the reducer skips those). When ``program``
     has no dead code, each step comes with the dead code it leaves removed, as in
@@ -1363,13 +1366,13 @@ def candidates(program: dict, call: int | None = None):
     smaller candidate is interesting.
     """
     auto = _without_dead_code(program) is None
-    ix = _Index(program)
+    ix = _Index(program, caps)
     for name, gen in PASSES:
         for _, make in gen(ix, call, 0):
             built = make()
             if built is not None:
                 cand, c = built
-                _repair(cand)
+                _repair(cand, caps)
                 yield name, (_without_dead_code(cand) or cand) if auto else cand, c
 
 
@@ -1392,7 +1395,7 @@ def reduce_program(program: dict, interesting, call: int | None = None, *, max_r
     ``interesting`` propagate.
     """
     caps = caps or NEWEST_CAPS
-    validate_program(program)
+    validate_program(program, caps)
     render(program, caps)
     if call is not None and not 0 <= call < len(program["calls"]):
         raise ValueError(f"call index {call} out of range: the program has {len(program['calls'])} calls")
@@ -1429,7 +1432,7 @@ def without_ops(program: dict, ops, caps: dict | None = None) -> dict | None:
         return None
     best, changed = program, False
     while True:
-        ix = _Index(best)
+        ix = _Index(best, caps)
         if not any(e["op"] in ops for sc in ix.scopes.values() for e in sc.fn["eqns"]):
             return best if changed else None
         for _, make in _pass_rewire(ix, None, 0, ops=ops):
@@ -1437,7 +1440,7 @@ def without_ops(program: dict, ops, caps: dict | None = None) -> dict | None:
             if built is None:
                 continue
             cand = built[0]
-            _repair(cand)
+            _repair(cand, caps)
             if _valid(cand, caps):
                 best, changed = cand, True
                 break

@@ -105,15 +105,22 @@ class Reference:
     [{tag: (n, 2) float64 array of distinct (position, value) rows} per call]}``
     (``fuzz.worker.callback_cells``). Raises ProgramError for
     an invalid program.
+
+    ``caps``: the capabilities of the JAX the program was drawn for (fuzz/worker.py; None: the
+    newest release's, ``fuzz.render.NEWEST_CAPS``). The program is typed under that release's
+    rules (``fuzz.typecheck.release_rules``), as the generator and the runner typed it: a
+    release that tracks no sharding types (jax < 0.9.0) lets an io_callback or custom_jvp read a
+    shard_map's result on an Explicit mesh that the newest rules call split.
     """
 
-    def __init__(self, program: dict):
+    def __init__(self, program: dict, caps: dict | None = None):
         import jax
         import jax.numpy as jnp
 
         self.jax, self.jnp = jax, jnp
         self.xp = np  # NumPy outside grad (no compilation); jax.numpy inside jax.grad
         self.p = program
+        self.caps = caps
         self.log: dict = {}
         self.ranks = None  # {tag: rank}: fuzz.typecheck.callback_ranks, on the first record
         self.staged = None  # [(tag, traced value)] recorded while derive traces (see record)
@@ -143,7 +150,7 @@ class Reference:
                 self.staged.append((tag, x))
                 return
         if self.ranks is None:
-            self.ranks = T.callback_ranks(self.p)
+            self.ranks = T.callback_ranks(self.p, self.caps)
         self.log.setdefault(tag, []).append(callback_cells(np, np.asarray(x), self.ranks.get(tag, 0)))
 
     # ------------------------------------------------------------------ functions
@@ -473,7 +480,7 @@ class Reference:
 
     # ------------------------------------------------------------------ entry
     def evaluate(self) -> dict:
-        ctx = T.root_ctx(self.p)
+        ctx = T.root_ctx(self.p, self.caps)
         inputs = {i["name"]: make_input(i["seed"], i["shape"], i.get("values", "seeded"), i.get("dtype", "float32"))
                   for i in self.p["inputs"]}
         in_types = T.input_types(self.p)
@@ -508,9 +515,10 @@ class Reference:
         return other.evaluate()["results"]
 
 
-def evaluate(program: dict) -> dict:
-    """Reference results of every call: see :class:`Reference`. Raises ProgramError if invalid.
+def evaluate(program: dict, caps: dict | None = None) -> dict:
+    """Reference results of every call: see :class:`Reference` (``caps``: the release the program
+    is typed for, None for the newest). Raises ProgramError if invalid under its rules.
 
     The result's ``"nudged"``: :meth:`Reference.nudged` of the reference that computed it.
     """
-    return Reference(program).evaluate()
+    return Reference(program, caps).evaluate()

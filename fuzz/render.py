@@ -37,6 +37,15 @@ from fuzz.util import hide_install_path
 NEWEST_CAPS = {"shard_map": "jax", "check_kw": "check_vma", "partial_manual": "axis_names", "explicit": True,
                "auto_axes": True, "pvary": "pcast", "all_gather_invariant": "to", "smap": True, "set_mesh": True}
 
+
+def release_caps(version) -> dict:
+    """The capabilities to type a program of a release known only by its version string (a
+    report's or corpus entry's ``jax_version``): :data:`NEWEST_CAPS` with that version, so that
+    the typing rules keyed on the version (``fuzz.typecheck.release_rules``: no sharding types
+    before jax 0.9.0, ops added later, ...) are that release's. A worker's measured caps are
+    better where there is one. A version that is not a string: the newest release's rules."""
+    return {**NEWEST_CAPS, "jax_version": version} if isinstance(version, str) else dict(NEWEST_CAPS)
+
 # Helpers of the seeded linear functionals (wsum, vjp, jvp), emitted only when used; the
 # same lines in render() and render_repro(). ``weights`` is fuzz.reference.weights.
 _WEIGHTS_SRC = [
@@ -833,7 +842,7 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
     if oracle in ("differential", "callbacks") and expected is None:
         from fuzz.reference import evaluate
 
-        expected = evaluate(program)
+        expected = evaluate(program, caps)
     kept = list(calls) if k is None else list(calls[:k + 1])
     history = list(history or []) if oracle in ("crash", "hang") else []
 

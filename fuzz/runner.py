@@ -200,7 +200,7 @@ class Runner:
         """(reference results or None, the exception the reference raised or None); times it."""
         t0 = time.perf_counter()
         try:
-            return evaluate(program), None
+            return evaluate(program, self.caps), None
         except Exception as e:
             return None, e
         finally:

@@ -187,3 +187,52 @@ def test_ops_on_a_shard_maps_split_results_agree_with_jax(worker, transforms):
     p = shard_map_result_program(after, ["l"] if grad else ["m", "r"], transforms)
     assert types_of(p)["m"] == (("x",), ())
     agree_with_jax(worker, p)
+
+
+def test_the_reference_and_reducer_type_a_program_under_its_releases_rules():
+    """On jax 0.8.1 (no sharding types) an io_callback may read a shard_map's result on an
+    Explicit mesh, which the newest rules call split and refuse. The generator draws such
+    programs for 0.8.1 (2 in a 10-minute campaign of session 48); the reference, the reducer's
+    validity check and corpus validation typed them under the newest rules and called them
+    invalid (an ``invalid`` finding of the generator's own making)."""
+    from fuzz.program import validate_entry, validate_program
+    from fuzz.reduce import _valid
+    from fuzz.reference import evaluate
+    from fuzz.render import NEWEST_CAPS, release_caps
+
+    old = {**NEWEST_CAPS, "jax_version": "0.8.1"}
+    cb = eqn("io_callback", ["o"], ["r"], tag="cb1", ordered=False, returns=True, stop_gradient=False)
+    p = shard_map_result_program([cb], ["r"])
+    p["inputs"][1]["spec"] = None
+    check_program(p, caps=old)
+    with pytest.raises(ProgramError, match="split in its sharding type"):
+        check_program(p)
+    got = evaluate(p, old)
+    assert got["results"][0][0].shape == (8, 4)
+    assert set(got["callbacks"][0]) == {"cb1"}
+    with pytest.raises(ProgramError, match="split in its sharding type"):
+        evaluate(p)
+    validate_program(p, old)
+    assert _valid(p, old) and not _valid(p, NEWEST_CAPS)
+    assert release_caps("0.8.1") == old and release_caps(None) == NEWEST_CAPS
+    entry = {"format": "shardfuzz-corpus-entry", "version": 1, "found": "2026-12-07", "jax_version": "0.8.1",
+             "jaxlib_version": "0.8.1", "oracle": "differential", "kind": "wrong-value", "message": "m",
+             "signature": "differential: wrong-value: io_callback_unordered+shard_map", "status": "open",
+             "triage": "t", "program": p, "call": 0}
+    validate_entry(entry)
+    from fuzz.program import CorpusError
+    with pytest.raises(CorpusError, match="split in its sharding type"):
+        validate_entry({**entry, "jax_version": "0.10.2", "jaxlib_version": "0.10.2"})
+
+
+def test_programs_drawn_for_an_old_release_evaluate_under_its_rules():
+    """Every program the generator draws for jax 0.8.1's capabilities is one the reference
+    evaluates with them (no ProgramError): the generator and the reference share one release's rules."""
+    from fuzz.reference import evaluate
+    from fuzz.render import NEWEST_CAPS
+
+    old = {**NEWEST_CAPS, "jax_version": "0.8.1"}
+    drawn = [p for p in drawn_programs([5], 60, caps=old) if p["mesh"]["axis_type"] == "explicit"]
+    assert len(drawn) >= 5
+    for p in drawn:
+        evaluate(p, old)
