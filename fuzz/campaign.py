@@ -332,7 +332,7 @@ class Campaign:
         """Remember the names of the smallest program known to show ``signature`` (for avoidance)."""
         if not self.avoid_known:
             return
-        names = program_names(program)
+        names = program_names(program, self.caps)
         old = self.avoid.get(signature)
         if names and (old is None or len(names) < len(old)):
             self.avoid[signature] = names

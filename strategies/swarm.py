@@ -48,12 +48,13 @@ def swarmable() -> tuple:
     return tuple(sorted(set(O.REGISTRY) | set(T.TRANSFORMS) | {"call"} | set(OPTIONS)))
 
 
-def program_names(program: dict) -> frozenset:
+def program_names(program: dict, caps: dict | None = None) -> frozenset:
     """The swarmable names a program uses: its ops, its transform kinds, "call" if it nests
     calls, and the options it uses (as ``fuzz.features.features`` names them, and
-    "unbatched_collective", judged on the typed program: :func:`_has_unbatched_collective`)."""
+    "unbatched_collective", judged on the program typed for the release of ``caps``, None for
+    the newest: :func:`_has_unbatched_collective`)."""
     out: set = set(features(program)[0] & set(OPTIONS)) if program.get("calls") else set()
-    if program.get("calls") and _has_unbatched_collective(program):
+    if program.get("calls") and _has_unbatched_collective(program, caps):
         out.add("unbatched_collective")
 
     def walk(fn: dict) -> None:
@@ -73,7 +74,7 @@ def program_names(program: dict) -> frozenset:
     return frozenset(out) & frozenset(swarmable())
 
 
-def _has_unbatched_collective(program: dict) -> bool:
+def _has_unbatched_collective(program: dict, caps: dict | None = None) -> bool:
     """Whether some collective of ``program`` names a vmap axis its operand does not vary over
     (:func:`strategies.programs.unbatched_collective`, judged on the typed program; False for a
     program the typing rules refuse)."""
@@ -85,7 +86,7 @@ def _has_unbatched_collective(program: dict) -> bool:
         if not hit and unbatched_collective(e, args, ctx):
             hit.append(e)
     try:
-        T.check_program(program, on_eqn=on_eqn)
+        T.check_program(program, on_eqn=on_eqn, caps=caps)
     except (T.ProgramError, RecursionError):  # (every invalid program raises ProgramError: check_program)
         return False
     return bool(hit)
