@@ -762,7 +762,9 @@ def _valid(cand: dict, caps: dict) -> bool:
         T.check_program(cand, caps=caps)
     except (ValueError, KeyError, IndexError, TypeError, AttributeError, ArithmeticError):
         # a malformed candidate (say, a parameter below its schema's minimum: a broadcast
-        # of size 0 that a vmap then maps over) can trip the checker before the schema says why
+        # of size 0 that a vmap then maps over) can trip the checker before the schema says why;
+        # typing first also rejects most invalid candidates before the slower jsonschema check
+        # (merging the two into validate_program alone: 708 corpus candidates 1.96 s -> 3.75 s)
         return False
     try:
         validate_program(cand, caps)

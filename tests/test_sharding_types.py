@@ -224,15 +224,3 @@ def test_the_reference_and_reducer_type_a_program_under_its_releases_rules():
     with pytest.raises(CorpusError, match="split in its sharding type"):
         validate_entry({**entry, "jax_version": "0.10.2", "jaxlib_version": "0.10.2"})
 
-
-def test_programs_drawn_for_an_old_release_evaluate_under_its_rules():
-    """Every program the generator draws for jax 0.8.1's capabilities is one the reference
-    evaluates with them (no ProgramError): the generator and the reference share one release's rules."""
-    from fuzz.reference import evaluate
-    from fuzz.render import NEWEST_CAPS
-
-    old = {**NEWEST_CAPS, "jax_version": "0.8.1"}
-    drawn = [p for p in drawn_programs([5], 60, caps=old) if p["mesh"]["axis_type"] == "explicit"]
-    assert len(drawn) >= 5
-    for p in drawn:
-        evaluate(p, old)
