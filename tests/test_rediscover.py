@@ -228,3 +228,18 @@ def test_keep_writes_each_jobs_report_with_the_other_findings_met(tmp_path, monk
     assert report["findings"][0]["signature"] == "differential: wrong-value: sin"
     rediscover._job("xla-49122", 8, 1.0, None, True, None, threading.Event(), out, 0)  # no --keep: no file
     assert sorted(p.name for p in (tmp_path / "keep").iterdir()) == ["report-xla-49122-seed7-job1.json"]
+
+
+def test_an_entry_whose_upstream_names_the_report_is_the_bugs_own():
+    """differential-b909f86363df is the root cause jax-ml/jax#18434 was triaged into (its upstream
+    names the report) but its program is a single .at[] update, which kind_18434 refuses: known,
+    it made every jax-18434 campaign look past and avoid the report's chain."""
+    import json
+
+    entry = json.loads((ROOT / "corpus" / "differential-b909f86363df.json").read_text())
+    assert any(u.endswith("jax-ml/jax/issues/18434") for u in entry["upstream"])
+    assert rediscover._is_target("jax-18434", entry)
+    assert not rediscover._is_target("jax-18434", {**entry, "upstream": []})  # the matcher alone refuses it
+    assert not rediscover._is_target("jax-29832", entry)
+    other = {**entry, "upstream": ["https://github.com/jax-ml/jax/issues/184345"]}  # another report
+    assert not rediscover._is_target("jax-18434", other)
