@@ -224,3 +224,42 @@ def test_the_reference_and_reducer_type_a_program_under_its_releases_rules():
     with pytest.raises(CorpusError, match="split in its sharding type"):
         validate_entry({**entry, "jax_version": "0.10.2", "jaxlib_version": "0.10.2"})
 
+
+
+@pytest.mark.parametrize("transforms", [[], [JIT], [JIT, {"kind": "grad", "argnums": [0]}]])
+def test_at_updates_with_out_sharding_of_a_split_first_dim_agree_with_jax(worker, transforms):
+    """at_set_out_sharding / at_add_out_sharding: the updates the plain ops may not make on an
+    Explicit mesh (a split first dim: "Use .at[...].set(out_sharding=)"), static slice, integer
+    and traced index, eager, jitted and differentiated; the result keeps the operand's type."""
+    from fuzz.util import version_tuple
+
+    if worker.caps.get("explicit") is not True or version_tuple(worker.caps["jax_version"]) < (0, 7, 2):
+        pytest.skip("this JAX release has no Explicit axes or no out_sharding in .at[]")
+    eqns = [eqn("sum", ["a"], ["r"], axis=0), eqn("sin", ["a"], ["s"]),
+            eqn("at_set_out_sharding", ["s", "r"], ["u"], index=[1, -2]),
+            eqn("at_add_out_sharding", ["u", "r"], ["v"], index=-3),
+            eqn("index", [], ["i"], axes=[], scale=1, offset=5),
+            eqn("at_set_out_sharding", ["v", "r", "i"], ["w"], index=None),
+            eqn("mul", ["w", "w"], ["m"]), eqn("wsum", ["m"], ["l"], seed=3)]
+    grad = transforms[-1:] and transforms[-1]["kind"] == "grad"
+    p = explicit(eqns, ["l"] if grad else ["w"], transforms)
+    seen = types_of(p)
+    assert seen["u"] == seen["w"] == (("x",), ())
+    with pytest.raises(ProgramError, match="split first dim"):
+        check_program(explicit([e if e["op"] != "at_set_out_sharding" else {**e, "op": "at_set"} for e in eqns],
+                               ["w"], transforms))
+    agree_with_jax(worker, p)
+
+
+def test_at_out_sharding_only_on_explicit_meshes_and_releases_that_have_it():
+    p = program(mesh=MESH, inputs=[("x0", (8, 4), 3)],
+                functions={"f0": fn(["a"], [eqn("at_set_out_sharding", ["a", "a"], ["o"], index=[0, 8])], ["o"])},
+                calls=[call("f0", [], ["x0"])])
+    with pytest.raises(ProgramError, match="Explicit mesh"):
+        check_program(p)
+    e = explicit([eqn("sum", ["a"], ["r"], axis=0), eqn("at_add_out_sharding", ["a", "r"], ["o"], index=0)], ["o"])
+    check_program(e)
+    replicated = {**p, "mesh": e["mesh"]}  # no split input (those are typed from jax 0.9.0 on)
+    check_program(replicated, caps={"jax_version": "0.9.0", "explicit": True})  # (types tracked from 0.9.0)
+    with pytest.raises(ProgramError, match="0.7.2"):
+        check_program(replicated, caps={"jax_version": "0.7.0", "explicit": True})

@@ -120,8 +120,13 @@ def test_a_disabled_option_is_never_drawn(option):
         return sum(seen)
 
     assert count(frozenset({option}), 80) == 0
-    # each count is its own derandomized sequence: a rarer option shows in a longer one
-    assert count(frozenset(), 80) or count(frozenset(), 320) or count(frozenset(), 1280), f"{option} never drawn"
+    if count(frozenset(), 80):
+        return
+    # a rarer option: fresh draws as a campaign draws them (a derandomized sequence of 1280 can
+    # miss an option of about 1 program in 90: ppermute_multi_axis, session 49)
+    from helpers import drawn_programs
+
+    assert any(option in S.program_names(p) for p in drawn_programs(range(1, 4), 400)), f"{option} never drawn"
 
 
 def test_core_programs_use_the_core_grammar_alone(monkeypatch):

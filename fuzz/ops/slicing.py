@@ -408,10 +408,46 @@ class At(ExprOp):
             where = ":".join("" if b is None else rr.int(b) for b in idx)
         else:
             where = rr.int(idx)
-        return f"{a[0]}.at[{where}].{self.method}({a[1]})"
+        return f"{a[0]}.at[{where}].{self.method}({a[1]}{self.keywords(a)})"
+
+    def keywords(self, a: list) -> str:
+        """Keyword arguments of the ``.set`` / ``.add`` call after the update (source text)."""
+        return ""
 
     def features(self, eqn):
         return {f"at_{self.method}"}
+
+
+class AtOutSharding(At):
+    """``x.at[index].set(u, out_sharding=jax.typeof(x).sharding.spec)`` / ``.add(...)``: an update
+    on an Explicit mesh (outside shard_map bodies) that names its output's sharding, as JAX asks
+    for an operand split along the updated dim or a split update ("Use
+    `.at[...].set/add/mul/...(out_sharding=)` to provide output PartitionSpec for the scatter
+    update", ShardingTypeError, jax 0.10.2). The keyword came in jax 0.7.2
+    (jax/_src/numpy/array_methods.py, ``_IndexUpdateRef.set``). The result has the operand's
+    sharding type whatever the update's (measured on 0.8.1 and 0.10.2, eager and under jit, under
+    vmap and grad); values as :class:`At`.
+    """
+
+    since = "0.7.2"
+    feature_names = ("at_out_sharding",)
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        return [args[0].spec]
+
+    def types(self, eqn, args, ctx):
+        require(ctx.explicit and not ctx.manual,
+                f"{self.name} on an Explicit mesh outside shard_map bodies only (out_sharding names its sharding type)")
+        return super().types(eqn, args, ctx)
+
+    def draw(self, draw, ctx, scope):
+        return super().draw(draw, ctx, scope) if ctx.explicit and not ctx.manual else None
+
+    def keywords(self, a: list) -> str:
+        return f", out_sharding=jax.typeof({a[0]}).sharding.spec"
+
+    def features(self, eqn):
+        return {f"at_{self.method}", "at_out_sharding"}
 
 
 def _fits(shape: tuple, want: tuple) -> bool:
@@ -426,4 +462,12 @@ class AtAdd(At):
     name, method = "at_add", "add"
 
 
-OPS = (Slice(), DynamicSlice(), DynamicUpdateSlice(), AtSet(), AtAdd())
+class AtSetOutSharding(AtOutSharding):
+    name, method = "at_set_out_sharding", "set"
+
+
+class AtAddOutSharding(AtOutSharding):
+    name, method = "at_add_out_sharding", "add"
+
+
+OPS = (Slice(), DynamicSlice(), DynamicUpdateSlice(), AtSet(), AtAdd(), AtSetOutSharding(), AtAddOutSharding())
