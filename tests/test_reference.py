@@ -320,7 +320,7 @@ def test_static_slice_bounds_are_mostly_rows_in_the_dim_but_may_be_empty_or_out_
     seen: Counter = Counter()
 
     @seed(4)
-    @settings(max_examples=1500, database=None, derandomize=False)
+    @settings(max_examples=1500, database=None, derandomize=False)  # (the dev profile derandomizes; the seed decides here)
     @given(st.data(), st.integers(1, 16), st.booleans())
     def draw(data, n, optional):
         lo, hi = slice_bounds(data.draw, n, optional)
@@ -349,7 +349,7 @@ def test_drawn_static_slices_are_mostly_non_empty():
     def on_eqn(e, ctx, args):
         if e["op"] == "slice":
             lengths.append(python_slice(args[0].shape[e["axis"]], e["start"], e["stop"])[1])
-        elif e["op"] in ("at_set", "at_add") and isinstance(e["index"], list):
+        elif e["op"].startswith("at_") and isinstance(e["index"], list):  # (the out_sharding forms too)
             lengths.append(python_slice(args[0].shape[0], *e["index"])[1])
 
     for p in drawn_programs(range(1, 7), 60):

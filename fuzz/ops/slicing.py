@@ -64,9 +64,10 @@ def slice_bounds(draw, n: int, optional: bool = False) -> tuple:
         if spell == "none":
             return (None if start == 0 else start), (None if stop == n else stop)
         return start, stop
-    lo = draw(st.sampled_from(([None] if optional else []) + list(range(max(-n - 1, -64), min(n + 2, 65)))))
-    hi = draw(st.sampled_from(([None] if optional else []) + [min(n, 64)]
-                              + [v for v in range(max(-n - 1, -64), min(n + 2, 65)) if v != min(n, 64)]))
+    any_bound = range(max(-n - 1, -64), min(n + 2, 65))
+    none = [None] if optional else []
+    lo = draw(st.sampled_from(none + list(any_bound)))
+    hi = draw(st.sampled_from(none + [min(n, 64)] + [v for v in any_bound if v != min(n, 64)]))  # the whole dim first
     return lo, hi
 
 
