@@ -626,9 +626,10 @@ class AlongAxis(ExprOp):
         unsplit_along(self.name, args[0], eqn["axis"])
         return [args[0].spec]
 
-    def draw_along(self, draw, scope):
-        """An equation of this op on a drawn operand of rank >= 1 and a drawn axis, or None (no operand)."""
-        xs = scope.floats(min_rank=1)
+    def draw_along(self, draw, scope, nonempty: bool = False):
+        """An equation of this op on a drawn operand of rank >= 1 (with ``nonempty``: no dim of
+        size 0) and a drawn axis, or None (no operand)."""
+        xs = [v for v in scope.floats(min_rank=1) if not nonempty or 0 not in scope.visible[v].shape]
         if not xs:
             return None
         a = scope.pick(draw, xs)

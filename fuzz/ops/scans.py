@@ -1,6 +1,7 @@
 """Scans, windowed reductions and sorts along one dim: ``cumsum`` (``jnp.cumsum``), ``cumprod``
 (``jnp.cumprod``), ``cummax`` (``lax.cummax``), ``reduce_window_sum`` / ``reduce_window_max``
-(``lax.reduce_window`` with ``lax.add`` / ``lax.max``), ``sort`` (``jnp.sort``).
+(``lax.reduce_window`` with ``lax.add`` / ``lax.max``), ``sort`` (``jnp.sort``), ``top_k``
+(``lax.top_k``'s values), ``fft`` (``jnp.fft.fft``'s real or imaginary part).
 
 ``cumprod``'s derivative is JAX's (``jax.lax.cumprod``, jax/_src/lax/control_flow/loops.py:
 the JVP of an associative scan of ``mul``, defined at zero elements too, which inputs in
@@ -17,7 +18,14 @@ XLA's SPMD partitioner exchanges halos between shards for a window along a split
 
 ``cummax`` picks one element at ties, so its derivative there is a convention: never
 under grad (as ``max``). ``sort`` is stable (``jnp.sort``'s default), so its derivative (a
-permutation of the cotangent) is defined at ties too.
+permutation of the cotangent) is defined at ties too, as is ``top_k``'s: "If two elements are
+equal, the lower-index element appears first" (``jax.lax.top_k``'s docstring, from jax 0.7.2;
+its ``axis`` argument from 0.8.1, the op's ``since``).
+
+``fft`` is linear, a complex64 transform between float32 values: XLA's SPMD partitioner runs
+an FFT along a split dim as a distributed transform of its own (exchanges between shards),
+the code a sharding bug in it would live in; ``top_k`` along a split dim is XLA's partitioned
+TopK (a top-k per shard, then a merge).
 """
 from __future__ import annotations
 
@@ -229,4 +237,91 @@ class Sort(Scan):
         return f"jnp.sort({a[0]}, axis={rr.int(eqn['axis'])})"
 
 
-OPS = (Cumsum(), Cumprod(), Cummax(), ReduceWindowSum(), ReduceWindowMax(), Sort())
+class TopK(AlongAxis):
+    """``jax.lax.top_k(x, k, axis=axis)[0]``: the ``k`` largest elements along dim ``axis`` in
+    descending order, float32 of x's shape with dim ``axis`` of length ``k`` (1 <= k <= its length).
+
+    Semantics: ``jax.lax.top_k`` (https://docs.jax.dev/en/latest/_autosummary/jax.lax.top_k.html);
+    at ties the lower index first, so its derivative (the cotangent scattered to the chosen
+    positions) is defined there too. On an Explicit mesh as :class:`fuzz.ops.base.AlongAxis`:
+    JAX refuses a split ``axis`` ("The input should be unsharded over the axis along which to
+    compute the top_k values", jax/_src/lax/lax.py, jax 0.10.2) and keeps the other dims' splits.
+    """
+
+    name = "top_k"
+    family = "scan"
+    params = {"axis": DIM, "k": int_schema(1, 64)}
+    since = "0.8.1"
+    feature_names = ("top_k",)
+
+    def types(self, eqn, args, ctx):
+        (a,) = args
+        d, k = eqn["axis"], eqn["k"]
+        require(0 <= d < a.rank, f"top_k axis {d} out of range for rank {a.rank}")
+        require(1 <= k <= a.shape[d], f"top_k of {k} along a dim of {a.shape[d]}")
+        return [Ty(a.shape[:d] + (k,) + a.shape[d + 1:], a.vma)]
+
+    def draw(self, draw, ctx, scope):
+        e = self.draw_along(draw, scope, nonempty=True)
+        if e is not None:
+            e["k"] = draw(st.integers(1, scope.visible[e["args"][0]].shape[e["axis"]]))
+        return e
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        x, k = xs[0], eqn["k"]
+        pos = len(ctx.axes) + eqn["axis"]
+        if r.xp is np:  # descending, ties in index order: a stable sort of -x
+            idx = np.take(np.argsort(-x, axis=pos, kind="stable"), np.arange(k), axis=pos)
+            return [np.take_along_axis(x, idx, axis=pos)]
+        # under a derivative: JAX's own top_k on one device (its documented ties) gives the rule
+        v = r.jax.lax.top_k(r.xp.moveaxis(x, pos, -1), k)[0]
+        return [r.xp.moveaxis(v, -1, pos)]
+
+    def expr(self, rr, eqn, a, ctx):
+        return f"jax.lax.top_k({a[0]}, {rr.int(eqn['k'])}, axis={rr.int(eqn['axis'])})[0]"
+
+
+class Fft(AlongAxis):
+    """``jnp.fft.fft(x, axis=axis).real`` (``part`` "real") or ``.imag``: one part of the
+    discrete Fourier transform along dim ``axis`` (complex64 inside), float32 of x's shape;
+    not along an empty dim.
+
+    Semantics: ``jax.numpy.fft.fft`` (https://docs.jax.dev/en/latest/_autosummary/jax.numpy.fft.fft.html),
+    NumPy's ``numpy.fft.fft``: ``y[m] = sum_n x[n] exp(-2 pi i m n / N)``. On an Explicit mesh
+    along any dim, split or not: the result has the operand's sharding type (:meth:`sharding_types`).
+    """
+
+    name = "fft"
+    family = "scan"
+    params = {"axis": DIM, "part": {"enum": ["real", "imag"]}}
+    feature_names = ("fft",)
+
+    def types(self, eqn, args, ctx):
+        (a,) = args
+        require(0 <= eqn["axis"] < a.rank, f"fft axis {eqn['axis']} out of range for rank {a.rank}")
+        require(a.shape[eqn["axis"]] >= 1, "fft along an empty dim")
+        return [a]
+
+    def sharding_types(self, eqn, args, outs, ctx):
+        """The operand's, whichever dims are split, ``axis`` included (``lax.fft``'s abstract
+        evaluation keeps the sharding: measured eagerly and under jit, every spec of a (4, 8) value
+        on a (2, 2) Explicit mesh, both axes, jax 0.9.0, 0.9.2 and 0.10.2)."""
+        return [args[0].spec]
+
+    def draw(self, draw, ctx, scope):
+        e = self.draw_along(draw, scope, nonempty=True)
+        if e is not None:
+            e["part"] = draw(st.sampled_from(["real", "imag"]))
+        return e
+
+    def reference(self, r, eqn, xs, ts, ctx):
+        y = r.xp.fft.fft(xs[0], axis=len(ctx.axes) + eqn["axis"])
+        y = y.real if eqn["part"] == "real" else y.imag
+        return [y.astype(np.float32)]
+
+    def expr(self, rr, eqn, a, ctx):
+        part = {"real": "real", "imag": "imag"}[eqn["part"]]
+        return f"jnp.fft.fft({a[0]}, axis={rr.int(eqn['axis'])}).{part}"
+
+
+OPS = (Cumsum(), Cumprod(), Cummax(), ReduceWindowSum(), ReduceWindowMax(), Sort(), TopK(), Fft())
