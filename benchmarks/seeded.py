@@ -536,14 +536,17 @@ def hit_rate(kept: dict, names: list, directory: str) -> dict:
 # ------------------------------------------------------------------ campaigns
 
 def run_campaign(wrapper: str, seed: int, seconds: float, workdir: str, determinism: bool = True,
-                 grace: float = 10.0, jobs: int | None = None) -> dict:
-    """One ``shardfuzz run`` with the worker wrapper; returns {"report": dict | None, "exit_code", "wall", "stderr"}.
+                 grace: float = 10.0, jobs: int | None = None, stop_when=None) -> dict:
+    """One ``shardfuzz run`` with the worker wrapper; returns {"report": dict | None, "exit_code", "wall",
+    "stderr", "stopped_early"}.
 
     The campaign's clock starts when shardfuzz announces its workers ("findings go to"
     on stderr; at most :data:`STARTUP_ALLOWANCE` seconds after the process start). It is
     stopped with SIGTERM ``grace`` seconds after ``seconds`` on that clock (the report is
     still written; only the end-of-campaign reduction is cut short), and with SIGKILL
-    120 s later (then ``report`` is None: see the findings file in ``workdir``).
+    120 s later (then ``report`` is None: see the findings file in ``workdir``). With
+    ``stop_when`` (a callable of the findings file's path, polled every
+    :data:`POLL_SECONDS`), it is stopped the same way as soon as that returns True.
     """
     report_path = os.path.join(workdir, "report.json")
     cmd = [sys.executable, "-m", "fuzz", "run", "--seed", str(seed), "--time", str(seconds), "--database", "",
@@ -555,6 +558,8 @@ def run_campaign(wrapper: str, seed: int, seconds: float, workdir: str, determin
     log_path = os.path.join(workdir, "shardfuzz.log")
     t0 = time.monotonic()
     started = None
+    stopped_early = False
+    polled = t0
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, cwd=workdir, stdout=log, stderr=subprocess.STDOUT,
                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -566,7 +571,11 @@ def run_campaign(wrapper: str, seed: int, seconds: float, workdir: str, determin
                         if b"findings go to" in f.read():
                             started = now
                 begin = started if started is not None else t0 + STARTUP_ALLOWANCE
-                if now > begin + seconds + grace:
+                early = False
+                if stop_when is not None and now > polled + POLL_SECONDS:
+                    polled = now
+                    early = stopped_early = stop_when(os.path.join(workdir, ".shardfuzz", "findings.jsonl"))
+                if early or now > begin + seconds + grace:
                     proc.send_signal(signal.SIGTERM)
                     try:
                         proc.wait(timeout=120)
@@ -586,10 +595,54 @@ def run_campaign(wrapper: str, seed: int, seconds: float, workdir: str, determin
     if os.path.exists(report_path):
         with open(report_path) as f:
             report = json.load(f)
-    return {"report": report, "exit_code": proc.returncode, "wall": wall, "stderr": tail}
+    return {"report": report, "exit_code": proc.returncode, "wall": wall, "stderr": tail,
+            "stopped_early": stopped_early}
 
 
-def attribute(findings: list, wrapper: str, seconds: float | None = None) -> list:
+POLL_SECONDS = 10.0  # how often a campaign run with --stop-at-detection has its new findings replayed
+
+
+class LiveDetection:
+    """``stop_when`` for :func:`run_campaign`: whether a running campaign has found the mutant.
+
+    Reads the campaign's findings file (:func:`fuzz.findings.read`) and replays each value
+    finding first seen by ``seconds`` (once per signature and call) with and without the mutant,
+    as :func:`attribute` does, on two workers kept open for the run; True once one is the
+    mutant's. Stopping there changes no result: the detection time is that finding's
+    ``first_seconds``, and the report's findings are attributed afresh after the run.
+    """
+
+    def __init__(self, wrapper: str, seconds: float):
+        self.wrapper, self.seconds = wrapper, seconds
+        self.checked = set()
+        self.runners = None
+
+    def __call__(self, path: str) -> bool:
+        from fuzz import findings as findings_file
+
+        try:
+            found = findings_file.read(path)
+        except OSError:
+            return False
+        new = [f for f in found if f.get("oracle") in VALUE_ORACLES and not f.get("history")
+               and (f.get("signature"), f.get("call")) not in self.checked
+               and f.get("first_seconds") is not None and f["first_seconds"] <= self.seconds]
+        if not new:
+            return False
+        if self.runners is None:
+            from fuzz.runner import Runner
+
+            self.runners = {"mutant": Runner(python=self.wrapper, determinism=False),
+                            "plain": Runner(python=None, determinism=False)}
+        self.checked.update((f.get("signature"), f.get("call")) for f in new)
+        return any(a["caused"] for a in attribute(new, self.wrapper, self.seconds, runners=self.runners))
+
+    def close(self) -> None:
+        for r in (self.runners or {}).values():
+            r.close()
+
+
+def attribute(findings: list, wrapper: str, seconds: float | None = None, runners: dict | None = None) -> list:
     """For each finding of a report: was it caused by the mutant? (see the module docstring)
 
     Returns one dict per finding: ``signature``, ``oracle``, ``kind``, ``call``,
@@ -597,7 +650,8 @@ def attribute(findings: list, wrapper: str, seconds: float | None = None) -> lis
     (crash, hang, determinism, or first seen after ``seconds``), with ``replay``: what the
     two replays showed; and ``program`` when the finding shows without the mutant (a bug of
     the unpatched JAX, or a false positive: kept for triage, since the campaign's directory
-    is temporary).
+    is temporary). ``runners``: {"mutant": Runner, "plain": Runner} to replay on (left open),
+    else two are started and closed here.
     """
     from fuzz.execute import WorkerError
     from fuzz.maintain import matches
@@ -607,9 +661,10 @@ def attribute(findings: list, wrapper: str, seconds: float | None = None) -> lis
     todo = [f for f in findings if f["oracle"] not in NOT_REPLAYED and not f.get("history")
             and (seconds is None or f["first_seconds"] <= seconds)]
     why = ""
-    runners = {}
+    own = runners is None
+    runners = runners or {}
     try:
-        if todo:
+        if todo and own:
             try:
                 runners = {"mutant": Runner(python=wrapper, determinism=False),
                            "plain": Runner(python=None, determinism=False)}
@@ -634,7 +689,7 @@ def attribute(findings: list, wrapper: str, seconds: float | None = None) -> lis
                 row["replay"] = why
             out.append(row)
     finally:
-        for r in runners.values():
+        for r in runners.values() if own else ():
             r.close()
     return out
 
@@ -652,21 +707,30 @@ RELEVANT_FEATURES = ("vmap", "vmap_axis_name", "shard_map", "check_vma_off", "gr
 
 
 def one_run(mutant: str, seed: int, seconds: float, determinism: bool, grace: float = 10.0,
-            jobs: int | None = None) -> dict:
+            jobs: int | None = None, stop_at_detection: bool = False) -> dict:
     """Run the campaign for one mutant and seed, attribute its findings; one result row.
 
     A run whose shardfuzz exits 2 (bad input or an internal error) is a row with
     ``error`` (and the log's tail), retried when the benchmark resumes; one killed before
     it wrote a report is judged on its findings file (``.shardfuzz/findings.jsonl`` in
-    its directory, written as findings are recorded) and says so in ``report``.
+    its directory, written as findings are recorded) and says so in ``report``. With
+    ``stop_at_detection`` the campaign stops once the mutant is found (:class:`LiveDetection`):
+    the same detection time, the rest of the run's time saved.
     """
     with tempfile.TemporaryDirectory(prefix=f"seeded-{mutant}-") as d:
         wrapper = write_wrapper(d, mutant)
-        res = run_campaign(wrapper, seed, seconds, d, determinism=determinism, grace=grace, jobs=jobs)
+        live = LiveDetection(wrapper, seconds) if stop_at_detection else None
+        try:
+            res = run_campaign(wrapper, seed, seconds, d, determinism=determinism, grace=grace, jobs=jobs,
+                               stop_when=live)
+        finally:
+            if live is not None:
+                live.close()
         rep = res["report"]
         row = {"mutant": mutant, "seed": seed, "seconds": seconds, "determinism": determinism, "jobs": jobs,
                "code": os.environ.get(SNAPSHOT_ENV) or "working tree",
-               "exit_code": res["exit_code"], "wall_seconds": round(res["wall"], 1)}
+               "exit_code": res["exit_code"], "wall_seconds": round(res["wall"], 1),
+               "stopped_at_detection": res["stopped_early"]}
         if rep is None:
             # killed before it wrote a report: what it found is in the findings file (fuzz.findings)
             from fuzz import findings as findings_file
@@ -798,6 +862,9 @@ def main() -> None:
     ap.add_argument("--need", type=int, default=None, metavar="K",
                     help="per mutant, stop once 'detected on at least K seeds' is settled (K detections, or too "
                          "many misses for K); default: run every seed")
+    ap.add_argument("--stop-at-detection", action="store_true",
+                    help="stop each campaign once a finding replays as the mutant's (the same detection times, "
+                         "less wall time; a run's programs then count up to the stop)")
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
     args = ap.parse_args()
     if args.list:
@@ -863,7 +930,7 @@ def main() -> None:
                     break  # settled: the seeds left are not run
             if k in done:
                 continue
-            row = one_run(name, s, args.seconds, determinism, args.grace, args.jobs)
+            row = one_run(name, s, args.seconds, determinism, args.grace, args.jobs, args.stop_at_detection)
             data["runs"] = [r for r in data["runs"] if key(r) != k] + [row]
             save()
             print(json.dumps({k: row.get(k) for k in ("mutant", "seed", "seconds_to_detect", "programs",

@@ -433,3 +433,34 @@ def test_a_batching_interleave_needs_a_vmap_axis_of_two_or_more_examples():
     assert "all_to_all_batch_interleave" not in seeded.exposures(prog(1, "all_to_all", **a2a))
     assert "all_gather_batch_interleave" in seeded.exposures(prog(2, "all_gather", axis=0, tiled=True))
     assert "all_gather_batch_interleave" not in seeded.exposures(prog(1, "all_gather", axis=0, tiled=True))
+
+
+def test_live_detection_replays_each_new_value_finding_once(tmp_path, monkeypatch):
+    """--stop-at-detection's check: a value finding of the findings file is replayed once (a
+    known bug of the unpatched JAX: not the mutant's, so the campaign goes on), a later one
+    that replays as the mutant's stops it, and findings of other oracles or seen after the
+    campaign's time are not replayed."""
+    from fuzz import findings as findings_file
+
+    entry = json.loads((seeded.ROOT / "corpus" / "differential-b909f86363df.json").read_text())
+    base = {k: entry[k] for k in ("signature", "oracle", "kind", "call", "message", "program")}
+    path = str(tmp_path / "findings.jsonl")
+    replayed = []
+
+    def attribute(found, wrapper, seconds, runners=None):
+        assert runners is not None  # the live check keeps its two workers open
+        replayed.extend(f["signature"] for f in found)
+        return [{"caused": f["signature"] == "mutant's"} for f in found]
+
+    monkeypatch.setattr(seeded, "attribute", attribute)
+    monkeypatch.setattr("fuzz.runner.Runner", lambda **kw: type("R", (), {"close": lambda self: None})())
+    live = seeded.LiveDetection("wrapper", 300.0)
+    assert live(path) is False and replayed == []  # no findings file yet
+    findings_file.append(path, {**base, "first_seconds": 3.0})
+    findings_file.append(path, {**base, "signature": "crash", "oracle": "crash", "first_seconds": 4.0})
+    findings_file.append(path, {**base, "signature": "late", "first_seconds": 301.0})
+    assert live(path) is False and replayed == [base["signature"]]
+    assert live(path) is False and replayed == [base["signature"]]  # not replayed again
+    findings_file.append(path, {**base, "signature": "mutant's", "first_seconds": 9.0})
+    assert live(path) is True and replayed == [base["signature"], "mutant's"]
+    live.close()
