@@ -148,6 +148,11 @@ _CONV_SRC = [
     "    out = jax.lax.conv_general_dilated(y.reshape(-1, 1, y.shape[-1]), jnp.reshape(kernel, (1, 1, -1)),",
     "                                       (stride,), [padding], **dilations)",
     "    return jnp.moveaxis(out.reshape(y.shape[:-1] + (-1,)), -1, axis)"]
+# a part of a discrete Fourier transform on the grid of 1/8, its derivative the transform's (fuzz/ops/scans.py: fft)
+_FFT_SRC = [
+    "def fft_part(x, axis, part):  # jnp.fft.fft's real or imaginary part, rounded to the grid (k + 1/3) / 8",
+    "    y = getattr(jnp.fft.fft(x, axis=axis), part)",
+    "    return (jnp.round(y * 8 - 1 / 3) + 1 / 3) / 8 + (y - jax.lax.stop_gradient(y))  # (the gradient of y)"]
 # a convolution of an (N, C, spatial...) operand, every spatial dim alike (fuzz/ops/linalg.py: conv_nc)
 _CONV_NC_SRC = [
     "def conv_nc(x, kernel, stride, padding, groups, channels_last=False, **dilations):  # N C spatial... or N spatial... C",
@@ -171,7 +176,7 @@ _HELPER_SOURCES = (({"weights", "vjp", "jvp", "linearize"}, _WEIGHTS_SRC), ({"vj
                    ({"linearize"}, _LINEARIZE_SRC), ({"lax_map"}, _LAX_MAP_SRC), ({"lax_scan"}, _LAX_SCAN_SRC),
                    ({"jac"}, _JAC_SRC),
                    ({"cond"}, _COND_SRC), ({"fori_loop"}, _FORI_SRC), ({"while_loop"}, _WHILE_SRC),
-                   ({"auto_axes"}, _AUTO_AXES_SRC), ({"along"}, _ALONG_SRC), ({"conv"}, _CONV_SRC), ({"conv_nc"}, _CONV_NC_SRC),
+                   ({"auto_axes"}, _AUTO_AXES_SRC), ({"along"}, _ALONG_SRC), ({"conv"}, _CONV_SRC), ({"conv_nc"}, _CONV_NC_SRC), ({"fft_part"}, _FFT_SRC),
                    ({"reshard"}, _RESHARDED_SRC))
 _HELPERS = frozenset().union(*(names for names, _ in _HELPER_SOURCES))
 

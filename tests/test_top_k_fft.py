@@ -51,10 +51,15 @@ def top(x, k, axis):
     return np.take(-np.sort(-x, axis=axis), np.arange(k), axis=axis)
 
 
+def snap(y):
+    y = np.float32(y)
+    return (np.round(y * 8 - np.float32(1 / 3)) + np.float32(1 / 3)) / 8
+
+
 def test_reference_by_hand():
     res = evaluate(ops_program())["results"]
     x = make_input(1, (4, 8))
-    want = [top(x, 3, 1), top(x, 2, 0), np.fft.fft(x, axis=1).real, np.fft.fft(x, axis=0).imag]
+    want = [top(x, 3, 1), top(x, 2, 0), snap(np.fft.fft(x, axis=1).real), snap(np.fft.fft(x, axis=0).imag)]
     assert [w.shape for w in want] == [(4, 3), (2, 8), (4, 8), (4, 8)]
     for got, w in zip(res[0], want):
         np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-5)
@@ -63,6 +68,55 @@ def test_reference_by_hand():
         np.testing.assert_array_equal(res[1][k], res[0][k])
     # shard_map over x: each device's top 2 along dim 0 of its (2, 8) block, so both rows of each
     np.testing.assert_allclose(res[3][1], np.concatenate([top(x[:2], 2, 0), top(x[2:], 2, 0)]), rtol=1e-6)
+
+
+def spectrum_ties_program():
+    """A real input's spectrum has equal real parts (y[m], y[n - m]): argmax of them, and grad of
+    a sort of them, eagerly and under jit along the split dim (XLA's distributed FFT)."""
+    body = fn(["a"], [eqn("fft", ["a"], ["y"], axis=0, part="real"), eqn("argmax", ["y"], ["i"], axis=None),
+                      eqn("astype", ["i"], ["o"], dtype="float32"), eqn("fft", ["a"], ["z"], axis=0, part="imag"),
+                      eqn("neg", ["z"], ["nz"]), eqn("argmax", ["nz"], ["j"], axis=None),
+                      eqn("astype", ["j"], ["q"], dtype="float32")], ["o", "q"])
+    loss = fn(["a"], [eqn("fft", ["a"], ["y"], axis=0, part="real"), eqn("sort", ["y"], ["s"], axis=0),
+                      eqn("wsum", ["s"], ["l"], seed=5)], ["l"])
+    p = program(mesh=(("x", 2),), inputs=[("x0", (8,), 11), ("x1", (8,), 11)],
+                functions={"f0": body, "f1": loss},
+                calls=[call("f0", [], ["x0"]), call("f0", [JIT], ["x1"]), call("f1", [GRAD], ["x0"]),
+                       call("f1", [JIT, GRAD], ["x1"])])
+    p["inputs"][1]["spec"] = [["x"]]
+    return p
+
+
+def test_spectrum_ties_are_exact():
+    x = make_input(11, (8,))
+    y = np.fft.fft(x).real
+    assert np.isclose(y[1], y[7]) and y[1] != 0, y  # the program's ties
+    res = evaluate(spectrum_ties_program())["results"]
+    got = np.asarray(res[0][0])
+    assert got == np.argmax(snap(y)) and snap(y)[1] == snap(y)[7]
+
+
+def test_fft_rounding_is_stable_at_multiples_of_powers_of_one_half():
+    """The reference's fft rounds (through an FFT of length 1, the identity) every multiple of
+    1/2**m in [-64, 64], m <= 12 (inputs are multiples of 1/8; products of a few of them, halved
+    by cos = 1/2), to the same grid point as the value moved by 1e-6 either way: the few ulps by
+    which FFT algorithms differ never tip the rounding (a grid k / 8 would: its midpoints are such
+    multiples)."""
+    from types import SimpleNamespace
+
+    from fuzz.ops import get
+
+    r, ctx = SimpleNamespace(xp=np), SimpleNamespace(axes=())
+    for m in range(13):
+        v = (np.arange(-64 * 2**m, 64 * 2**m + 1) / 2**m).reshape(-1, 1)
+        snapped = [get("fft").reference(r, {"axis": 1, "part": "real"}, [v + d], [], ctx)[0]
+                   for d in (-1e-6, 0.0, 1e-6)]
+        assert np.array_equal(snapped[0], snapped[1]) and np.array_equal(snapped[1], snapped[2]), m
+        assert np.max(np.abs(snapped[1] - v)) <= 1 / 16 + 1e-6
+
+
+def test_jax_agrees_on_spectrum_ties(worker):
+    agree_with_jax(worker, spectrum_ties_program())
 
 
 def ties_program():
@@ -116,7 +170,7 @@ def test_explicit_mesh_rules():
     p["inputs"][0]["spec"] = SPLIT_1
     T.check_program(p)
     src = render(p)
-    assert "jnp.fft.fft(a, axis=1).real" in src and "jax.lax.top_k(t, 2, axis=0)[0]" in src
+    assert "fft_part(a, 1, 'real')" in src and "def fft_part(" in src and "jax.lax.top_k(t, 2, axis=0)[0]" in src
     p["functions"]["f2"]["eqns"][1]["axis"] = 1
     with pytest.raises(T.ProgramError, match="top_k along dim 1"):
         T.check_program(p)

@@ -24,7 +24,15 @@ its ``axis`` argument from 0.8.1, the op's ``since``).
 
 ``fft`` is linear, a complex64 transform between float32 values: XLA's SPMD partitioner runs
 an FFT along a split dim as a distributed transform of its own (exchanges between shards),
-the code a sharding bug in it would live in; ``top_k`` along a split dim is XLA's partitioned
+the code a sharding bug in it would live in. Its result is rounded to the nearest point of
+the grid ``(k + 1/3) / 8``: a real input's spectrum has equal parts (``Re y[m] == Re y[n - m]``)
+that each algorithm (NumPy's, XLA's, a distributed one) computes a few ulps apart, and an
+``argmax``, a comparison, an ``astype(int32)`` or a sort's derivative after it would break
+those ties each its own way. Rounded, they are equal again, unless a part lies within a few
+ulps of the middle between two grid points, ``(6k + 5) / 48``: no multiple of a power of 1/2
+does (inputs are multiples of 1/8, and ``cos`` of a multiple of 2 pi / n is rational only at
+0, +-1/2, +-1), and no irrational part but by a chance of about 1e-5. The result is
+``s + (y - stop_gradient(y))``, exactly the grid point ``s`` with the transform's derivative. ``top_k`` along a split dim is XLA's partitioned
 TopK (a top-k per shard, then a merge).
 """
 from __future__ import annotations
@@ -282,9 +290,10 @@ class TopK(AlongAxis):
 
 
 class Fft(AlongAxis):
-    """``jnp.fft.fft(x, axis=axis).real`` (``part`` "real") or ``.imag``: one part of the
-    discrete Fourier transform along dim ``axis`` (complex64 inside), float32 of x's shape;
-    not along an empty dim.
+    """``fft_part(x, axis, part)``: ``jnp.fft.fft(x, axis=axis).real`` (``part`` "real") or
+    ``.imag``, one part of the discrete Fourier transform along dim ``axis`` (complex64 inside),
+    rounded to the grid ``(k + 1/3) / 8`` with the transform's derivative (see the module docstring);
+    float32 of x's shape; not along an empty dim.
 
     Semantics: ``jax.numpy.fft.fft`` (https://docs.jax.dev/en/latest/_autosummary/jax.numpy.fft.fft.html),
     NumPy's ``numpy.fft.fft``: ``y[m] = sum_n x[n] exp(-2 pi i m n / N)``. On an Explicit mesh
@@ -315,13 +324,18 @@ class Fft(AlongAxis):
         return e
 
     def reference(self, r, eqn, xs, ts, ctx):
-        y = r.xp.fft.fft(xs[0], axis=len(ctx.axes) + eqn["axis"])
-        y = y.real if eqn["part"] == "real" else y.imag
-        return [y.astype(np.float32)]
+        xp, third = r.xp, np.float32(1 / 3)
+        y = xp.fft.fft(xs[0], axis=len(ctx.axes) + eqn["axis"])
+        y = (y.real if eqn["part"] == "real" else y.imag).astype(np.float32)
+        s = (xp.round(y * np.float32(8) - third) + third) / np.float32(8)  # (float32 steps, as the source's)
+        if xp is np:
+            return [s.astype(np.float32)]
+        return [s + (y - r.jax.lax.stop_gradient(y))]
 
     def expr(self, rr, eqn, a, ctx):
+        rr.helpers.add("fft_part")
         part = {"real": "real", "imag": "imag"}[eqn["part"]]
-        return f"jnp.fft.fft({a[0]}, axis={rr.int(eqn['axis'])}).{part}"
+        return f"fft_part({a[0]}, {rr.int(eqn['axis'])}, {part!r})"
 
 
 OPS = (Cumsum(), Cumprod(), Cummax(), ReduceWindowSum(), ReduceWindowMax(), Sort(), TopK(), Fft())
