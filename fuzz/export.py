@@ -189,6 +189,12 @@ DOCS = {
     "einsum": ("jax.numpy.einsum", "https://docs.jax.dev/en/latest/_autosummary/jax.numpy.einsum.html",
                "Einstein summation as numpy.einsum defines it: a label in both operands and the result is a batch "
                "dim, in both operands only a contracted (summed) dim"),
+    "fft": ("jax.numpy.fft.fft", "https://docs.jax.dev/en/latest/_autosummary/jax.numpy.fft.fft.html",
+            "the one-dimensional discrete Fourier transform along `axis`, as numpy.fft.fft computes it; JAX "
+            "lowers it to XLA's Fft (https://openxla.org/xla/operation_semantics#fft) of the moved-last dim"),
+    "top_k": ("jax.lax.top_k", "https://docs.jax.dev/en/latest/_autosummary/jax.lax.top_k.html",
+              "the `k` largest entries along `axis` and their indices; 'If two elements are equal, the "
+              "lower-index element appears first'"),
     "dtypes": ("Type promotion semantics", "https://docs.jax.dev/en/latest/type_promotion.html",
                "binary operations on operands of one dtype keep that dtype; `astype` converts between dtypes"),
 }
@@ -658,8 +664,7 @@ def feature_docs(program: dict) -> list:
         keys.append("reduce_window")
     if "conv_general_dilated" in names:
         keys.append("conv_general_dilated")
-    if "einsum" in names:
-        keys.append("einsum")
+    keys += [k for k in ("einsum", "fft", "top_k") if k in names]
     if names & {"bfloat16", "float16", "int32", "bool"}:
         keys.append("dtypes")
     if any(n.startswith("io_callback") for n in names):

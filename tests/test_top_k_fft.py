@@ -208,3 +208,10 @@ def test_a_wrong_reference_is_caught(worker):
 @pytest.mark.parametrize("op", ["top_k", "fft"])
 def test_generated_programs_agree(worker, op):
     assert op in agree_on_generated(worker, op, 3)
+
+
+def test_an_exported_issue_cites_their_docs():
+    from fuzz.export import feature_docs
+
+    docs = dict(feature_docs(ops_program()))
+    assert docs["fft"][1].endswith("jax.numpy.fft.fft.html") and docs["top_k"][1].endswith("jax.lax.top_k.html")
