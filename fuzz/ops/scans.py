@@ -135,16 +135,14 @@ class Windowed(AlongAxis):
         return [Ty(a.shape[:d] + (len(pos),) + a.shape[d + 1:], a.vma)]
 
     def draw(self, draw, ctx, scope):
-        xs = [v for v in scope.floats(min_rank=1) if 0 not in scope.visible[v].shape]
-        if not xs:
+        e = self.draw_along(draw, scope, nonempty=True)
+        if e is None:
             return None
-        a = scope.pick(draw, xs)
-        shape = scope.visible[a].shape
+        shape = scope.visible[e["args"][0]].shape
         base, step = self.dilations
-        e = {"op": self.name, "args": [a], "outs": [scope.new_var()], "axis": draw(st.integers(0, len(shape) - 1)),
-             "window": draw(st.integers(1, 3)), "stride": draw(st.integers(1, 2)), "lo": draw(st.integers(0, 2)),
-             "hi": draw(st.integers(0, 2)), base: draw(st.sampled_from([1, 1, 2])),
-             step: draw(st.sampled_from([1, 1, 2]))}
+        e.update({"window": draw(st.integers(1, 3)), "stride": draw(st.integers(1, 2)), "lo": draw(st.integers(0, 2)),
+                  "hi": draw(st.integers(0, 2)), base: draw(st.sampled_from([1, 1, 2])),
+                  step: draw(st.sampled_from([1, 1, 2]))})
         e.update(self.draw_more(draw))
         pos = self.positions(shape[e["axis"]], e)
         if len(pos) == 0 or not self.windows_ok(pos):
@@ -302,13 +300,15 @@ class Fft(AlongAxis):
 
     name = "fft"
     family = "scan"
-    params = {"axis": DIM, "part": {"enum": ["real", "imag"]}}
+    parts = ("real", "imag")
+    params = {"axis": DIM, "part": {"enum": list(parts)}}
     feature_names = ("fft",)
 
     def types(self, eqn, args, ctx):
         (a,) = args
         require(0 <= eqn["axis"] < a.rank, f"fft axis {eqn['axis']} out of range for rank {a.rank}")
         require(a.shape[eqn["axis"]] >= 1, "fft along an empty dim")
+        require(eqn["part"] in self.parts, f"fft part {str(eqn['part'])[:20]!r} is not one of {self.parts}")
         return [a]
 
     def sharding_types(self, eqn, args, outs, ctx):
@@ -320,7 +320,7 @@ class Fft(AlongAxis):
     def draw(self, draw, ctx, scope):
         e = self.draw_along(draw, scope, nonempty=True)
         if e is not None:
-            e["part"] = draw(st.sampled_from(["real", "imag"]))
+            e["part"] = draw(st.sampled_from(self.parts))
         return e
 
     def reference(self, r, eqn, xs, ts, ctx):
@@ -328,14 +328,11 @@ class Fft(AlongAxis):
         y = xp.fft.fft(xs[0], axis=len(ctx.axes) + eqn["axis"])
         y = (y.real if eqn["part"] == "real" else y.imag).astype(np.float32)
         s = (xp.round(y * np.float32(8) - third) + third) / np.float32(8)  # (float32 steps, as the source's)
-        if xp is np:
-            return [s.astype(np.float32)]
-        return [s + (y - r.jax.lax.stop_gradient(y))]
+        return [s if xp is np else s + (y - r.jax.lax.stop_gradient(y))]
 
     def expr(self, rr, eqn, a, ctx):
         rr.helpers.add("fft_part")
-        part = {"real": "real", "imag": "imag"}[eqn["part"]]
-        return f"fft_part({a[0]}, {rr.int(eqn['axis'])}, {part!r})"
+        return f"fft_part({a[0]}, {rr.int(eqn['axis'])}, {eqn['part']!r})"  # (a part of self.parts: types)
 
 
 OPS = (Cumsum(), Cumprod(), Cummax(), ReduceWindowSum(), ReduceWindowMax(), Sort(), TopK(), Fft())
