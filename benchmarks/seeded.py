@@ -630,16 +630,21 @@ class LiveDetection:
         if not new:
             return False
         if self.runners is None:
-            from fuzz.runner import Runner
-
-            self.runners = {"mutant": Runner(python=self.wrapper, determinism=False),
-                            "plain": Runner(python=None, determinism=False)}
+            self.runners = replay_runners(self.wrapper)
         self.checked.update((f.get("signature"), f.get("call")) for f in new)
         return any(a["caused"] for a in attribute(new, self.wrapper, self.seconds, runners=self.runners))
 
     def close(self) -> None:
         for r in (self.runners or {}).values():
             r.close()
+
+
+def replay_runners(wrapper: str) -> dict:
+    """Two workers to replay findings on: {"mutant": with the wrapper's mutant, "plain": without}.
+    Raises fuzz.execute.WorkerError when one does not start."""
+    from fuzz.runner import Runner
+
+    return {"mutant": Runner(python=wrapper, determinism=False), "plain": Runner(python=None, determinism=False)}
 
 
 def attribute(findings: list, wrapper: str, seconds: float | None = None, runners: dict | None = None) -> list:
@@ -655,7 +660,6 @@ def attribute(findings: list, wrapper: str, seconds: float | None = None, runner
     """
     from fuzz.execute import WorkerError
     from fuzz.maintain import matches
-    from fuzz.runner import Runner
 
     out = []
     todo = [f for f in findings if f["oracle"] not in NOT_REPLAYED and not f.get("history")
@@ -666,8 +670,7 @@ def attribute(findings: list, wrapper: str, seconds: float | None = None, runner
     try:
         if todo and own:
             try:
-                runners = {"mutant": Runner(python=wrapper, determinism=False),
-                           "plain": Runner(python=None, determinism=False)}
+                runners = replay_runners(wrapper)
             except WorkerError as e:
                 runners = {}
                 why = f"replay workers did not start: {e}"
