@@ -151,7 +151,8 @@ def test_typing_and_release_gate():
     assert T.eqn_types(eqn("fft", ["a"], ["t"], axis=0, part="real"), [a], ctx) == [a]
     for e, msg in [(eqn("top_k", ["a"], ["t"], axis=1, k=9), "top_k of 9"),
                    (eqn("top_k", ["a"], ["t"], axis=2, k=1), "out of range"),
-                   (eqn("fft", ["a"], ["t"], axis=2, part="real"), "out of range")]:
+                   (eqn("fft", ["a"], ["t"], axis=2, part="real"), "out of range"),
+                   (eqn("fft", ["a"], ["t"], axis=0, part="phase"), "fft part 'phase'")]:
         with pytest.raises(T.ProgramError, match=msg):
             T.eqn_types(e, [a], ctx)
     with pytest.raises(T.ProgramError, match="empty"):
