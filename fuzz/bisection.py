@@ -1,15 +1,18 @@
 """``shardfuzz bisect``: which released JAX versions show a corpus entry's finding.
 
 Each tested release replays the entry (fuzz.replay.replay_entry, in a cached venv from
-fuzz.provision; this interpreter for its own jax version) and gets a verdict:
+fuzz.provision; this interpreter for its own jax version) and gets a verdict record
+(fuzz/verdicts.py: the verdict, the date, the jax / jaxlib versions, what showed instead):
 
 - ``reproduces``: the same signature;
-- ``fails differently``: a finding of the same oracle with another signature (messages
-  change across releases: seed C's in ../shared/seeds.md does);
+- ``fails differently``: another finding shows instead (messages change across releases:
+  seed C's in ../shared/seeds.md does; triage decides whether it is the same bug);
 - ``does not reproduce``;
 - ``not applicable here``: the release lacks an API the program needs (fuzz.replay).
 
-"Affected" means reproduces or fails differently. The search tests the two ends of the
+"Affected" means reproduces, nothing else: a release that fails differently is listed apart
+(``fails_differently``, with what it showed), and bisect looks for the change between it and
+a release that reproduces as for any other change of verdict. The search tests the two ends of the
 range (and the release the entry was recorded on, when inside), narrows the releases
 where the program is applicable (assuming "not applicable" is a prefix or suffix of
 the range: an API that appeared or went away), tests the newest release of every minor
@@ -17,7 +20,8 @@ series in between (0.4.38, 0.5.3, 0.6.2, …: a program that fails on both ends 
 in the middle, two bugs with one face), then binary-searches each change of status
 between two tested releases, **assuming at most one change between two tested
 releases** (a bug introduced and fixed between them is not seen). The result goes into
-the entry's ``releases`` field (written atomically, only when the bisect succeeds).
+the entry's ``releases`` field, merged with the verdicts recorded there before (a release
+tested again gets its new verdict; written atomically, only when the bisect succeeds).
 """
 from __future__ import annotations
 
@@ -30,13 +34,9 @@ from pathlib import Path
 import click
 
 from fuzz.provision import OLDEST
-from fuzz.replay import DOES_NOT, NOT_APPLICABLE, REPRODUCES
 from fuzz.util import version_tuple
-
-FAILS_DIFFERENTLY = "fails differently"
-VERSION = re.compile(r"\d+\.\d+\.\d+")  # a release as bisect names it (X.Y.Z)
-AFFECTED = (REPRODUCES, FAILS_DIFFERENTLY)
-VERDICTS = (REPRODUCES, FAILS_DIFFERENTLY, DOES_NOT, NOT_APPLICABLE)  # what bisect writes for a tested release
+from fuzz.verdicts import (DOES_NOT, FAILS_DIFFERENTLY, NOT_APPLICABLE, REPRODUCES, VERDICTS, VERSION,  # noqa: F401
+                           affected_text, conclusions, migrate, of_replay)
 ASSUMPTION = ("at most one change of status between two tested releases (the newest release of every minor "
               "series is tested); not applicable releases form a prefix or a suffix of the range")
 
@@ -88,27 +88,35 @@ def select(versions: list, lo: str | None, hi: str | None) -> list:
 # ------------------------------------------------------------------------------ verdicts
 
 def classify(entry: dict, replay) -> str:
-    """The bisect verdict of a fuzz.replay.Replay: REPRODUCES, FAILS_DIFFERENTLY, DOES_NOT or NOT_APPLICABLE."""
-    if replay.verdict in (REPRODUCES, NOT_APPLICABLE):
-        return replay.verdict
-    seen = [s.strip() for s in (replay.why or "").split(";")]
-    return FAILS_DIFFERENTLY if any(s.startswith(f"{entry['oracle']}:") for s in seen) else DOES_NOT
+    """The verdict of a fuzz.replay.Replay: its own, except that a DOES_NOT whose ``why`` names the
+    signatures that showed (a Replay made before FAILS_DIFFERENTLY existed) is FAILS_DIFFERENTLY."""
+    if replay.verdict == DOES_NOT and (replay.why or "no finding") != "no finding":
+        return FAILS_DIFFERENTLY
+    return replay.verdict
+
+
+def _verdict(x) -> str:
+    return x["verdict"] if isinstance(x, dict) else x
 
 
 def _kind(verdict: str) -> str:
-    return "affected" if verdict in AFFECTED else "n/a" if verdict == NOT_APPLICABLE else "unaffected"
+    """What the search compares: a fails-differently release is neither affected nor unaffected."""
+    return {REPRODUCES: "affected", NOT_APPLICABLE: "n/a", FAILS_DIFFERENTLY: "other"}.get(_verdict(verdict),
+                                                                                          "unaffected")
 
 
 def search(versions: list, verdict_of, anchors=()) -> dict:
-    """Bisect ``versions`` (oldest first) with ``verdict_of(version) -> verdict`` (called once per version).
+    """Bisect ``versions`` (oldest first) with ``verdict_of(version) -> verdict`` (a verdict string or
+    a fuzz.verdicts.record; called once per version).
 
     ``anchors``: versions to test first besides the two ends (the recorded release).
-    Returns the ``releases`` record: ``tested`` {version: verdict} (oldest first),
-    ``changes`` [{"last": v, "first": w, "from": verdict, "to": verdict}] between
-    neighbouring releases, ``affected``, ``first_affected``, ``last_unaffected``, ``fixed_in``,
-    ``last_affected`` (see :func:`conclusions`), ``applicable`` [oldest, newest] release
-    where the program runs, ``range`` [first, last] and ``assumption``. Raises
-    BisectError when no tested release can run the program.
+    Returns the ``releases`` record: ``tested`` {version: verdict record} (oldest first),
+    ``assumption`` and what fuzz.verdicts.conclusions derives from ``tested``: ``changes``
+    [{"last": v, "first": w, "from": verdict, "to": verdict}] (neighbouring releases once the
+    search is done), ``affected``, ``first_affected``, ``last_unaffected``, ``fixed_in``,
+    ``last_affected``, ``applicable`` [oldest, newest] release where the program runs, ``range``,
+    ``fails_differently``, ``not_applicable``. Raises BisectError when no tested release can
+    run the program.
     """
     n = len(versions)
     tested: dict = {}
@@ -171,89 +179,16 @@ def search(versions: list, verdict_of, anchors=()) -> dict:
     points = sorted(i for i in range(a, b + 1) if versions[i] in tested and status(i) != "n/a")
     for lo, hi in zip(points, points[1:]):
         split(lo, hi)
-    changes.sort()
-    record = {
-        "range": [versions[0], versions[-1]],
-        "applicable": [versions[a], versions[b]],
-        "tested": {v: tested[v] for v in versions if v in tested},
-        "changes": [{"last": versions[lo], "first": versions[hi], "from": tested[versions[lo]],
-                     "to": tested[versions[hi]]} for lo, hi in changes],
-        "assumption": ASSUMPTION,
-    }
-    return {**record, **conclusions(record)}
-
-
-def conclusions(record: dict) -> dict:
-    """What a ``releases`` record (``applicable``, ``tested``, ``changes``) says, for a maintainer.
-
-    Returns ``affected``: [[first, last], ...] the stretches of applicable releases that show
-    the finding, oldest first (between two changes the status is assumed constant);
-    ``first_affected`` and ``last_unaffected`` (the release before it, None when it is the
-    oldest applicable one): where the first stretch begins; ``fixed_in`` and
-    ``last_affected``: where the *last* stretch ends, None while the newest applicable
-    release is affected (a bug fixed in 0.7.1 that came back in 0.9.1 is open, not fixed).
-    A record comes from a corpus file (untrusted): ValueError unless every release in it is
-    an X.Y.Z version and every verdict a string; changes that do not change whether the
-    finding shows, or lie outside the applicable releases, are ignored.
-    """
-    def version(v) -> str:
-        if not (isinstance(v, str) and VERSION.fullmatch(v)):
-            raise ValueError(f"{str(v)[:20]!r} is not an X.Y.Z release")
-        return v
-
-    first, last = (version(v) for v in record["applicable"])
-    tested = record["tested"]
-    if not isinstance(tested, dict) or not all(isinstance(x, str) for x in tested.values()):
-        raise ValueError("tested is not a mapping of releases to verdicts")
-    for v in tested:
-        version(v)
-    lo, hi = version_tuple(first), version_tuple(last)
-    changes = []
-    for c in record["changes"]:
-        a, b = version(c["last"]), version(c["first"])
-        if not (isinstance(c["from"], str) and isinstance(c["to"], str)):
-            raise ValueError("a change's verdicts are not strings")
-        if lo <= version_tuple(a) < version_tuple(b) <= hi and {_kind(c["from"]), _kind(c["to"])} == {
-                "affected", "unaffected"}:
-            changes.append(c)
-    changes.sort(key=lambda c: version_tuple(c["first"]))
-    ranges: list = []
-    status, start = _kind(tested[first]), first
-    for c in changes:
-        to = _kind(c["to"])
-        if to == status:
-            continue  # (a hand-edited record: no change of status here)
-        if status == "affected":
-            ranges.append([start, c["last"]])
-        else:
-            start = c["first"]
-        status = to
-    if status == "affected":
-        ranges.append([start, last])
-    before = last_unaffected(changes)
-    after = {c["last"]: c["first"] for c in changes}
-    open_ = bool(ranges) and ranges[-1][1] == last
-    return {"affected": ranges,
-            "first_affected": ranges[0][0] if ranges else None,
-            "last_unaffected": before.get(ranges[0][0]) if ranges else None,
-            "fixed_in": None if open_ or not ranges else after.get(ranges[-1][1]),
-            "last_affected": None if open_ or not ranges else ranges[-1][1]}
-
-
-def last_unaffected(changes: list) -> dict:
-    """{release where a change begins: the release tested just before it} of a record's ``changes``."""
-    return {c["first"]: c["last"] for c in changes}
-
-
-def affected_text(ranges: list) -> str:
-    """``[["0.7.0", "0.7.0"], ["0.9.1", "0.10.2"]]`` -> "0.7.0; 0.9.1 to 0.10.2" ("none" for [])."""
-    return "; ".join(a if a == b else f"{a} to {b}" for a, b in ranges) or "none"
+    return migrate({"tested": {v: tested[v] for v in versions if v in tested}, "assumption": ASSUMPTION})
 
 
 def summary(result: dict) -> list:
-    """Lines for a human: each tested release and its verdict, then the conclusions."""
-    lines = [f"  {v:>8}  {verdict}" for v, verdict in result["tested"].items()]
-    if result["applicable"] != result["range"]:
+    """Lines for a human: each tested release and its verdict (what showed instead), then the conclusions."""
+    lines = []
+    for v, rec in result["tested"].items():
+        seen = rec.get("seen", "") if isinstance(rec, dict) else ""
+        lines.append(f"  {v:>8}  {_verdict(rec)}" + (f": {seen[:100]}" if seen else ""))
+    if result["applicable"] and result["applicable"] != result["range"]:
         lines.append(f"applicable from {result['applicable'][0]} to {result['applicable'][1]} "
                      f"(the others lack an API the program needs)")
     if result["first_affected"]:
@@ -266,14 +201,19 @@ def summary(result: dict) -> list:
         lines.append("no tested release shows the finding")
     if result["fixed_in"]:
         lines.append(f"fixed in {result['fixed_in']} (last affected {result['last_affected']})")
-    lines.append(f"assumes {result['assumption']}")
+    for s in result.get("fails_differently", []):
+        span = s["from"] if s["from"] == s["to"] else f"{s['from']} to {s['to']}"
+        lines.append(f"fails differently (not counted as affected) on {span}" + (f": {s['seen'][:100]}" if s["seen"]
+                                                                               else ""))
+    lines.append(f"assumes {result.get('assumption', ASSUMPTION)}")
     return lines
 
 
 # ------------------------------------------------------------------------------ replays
 
-def verdict_on(entry: dict, version: str, log=lambda s: None) -> str:
-    """Replay ``entry`` on released jax ``version`` and classify it; BisectError if that jax cannot run."""
+def verdict_on(entry: dict, version: str, log=lambda s: None) -> dict:
+    """Replay ``entry`` on released jax ``version``: its verdict record (fuzz.verdicts.of_replay);
+    BisectError if that jax cannot run."""
     from fuzz.execute import WorkerError
     from fuzz.export import installed_jax_version
     from fuzz.provision import ProvisionError, interpreter
@@ -289,7 +229,7 @@ def verdict_on(entry: dict, version: str, log=lambda s: None) -> str:
     except WorkerError as e:
         raise BisectError(f"jax {version}: {e}") from None
     try:
-        return classify(entry, replay_entry(entry, runner))
+        return of_replay(replay_entry(entry, runner), runner.caps)
     finally:
         runner.close()
 
@@ -328,16 +268,19 @@ def bisect(entry_path, lo, hi):
             if v not in cache:
                 t0 = time.monotonic()
                 cache[v] = verdict_on(entry, v, log=log)
-                log(f"jax {v}: {cache[v]} ({time.monotonic() - t0:.0f} s)")
-                if v == recorded and cache[v] != REPRODUCES:
+                log(f"jax {v}: {_verdict(cache[v])} ({time.monotonic() - t0:.0f} s)")
+                if v == recorded and _verdict(cache[v]) != REPRODUCES:
                     raise BisectError(f"{entry_path} does not reproduce on jax {v}, the release it was recorded on "
-                                      f"({cache[v]}); re-save the entry or mark it fixed")
+                                      f"({_verdict(cache[v])}); re-save the entry or mark it fixed")
             return cache[v]
 
         if anchors:
             verdict_of(recorded)  # first: a stale entry fails fast
-        result = search(versions, verdict_of, anchors)
-        result["seconds"] = round(time.monotonic() - start, 1)
+        found = search(versions, verdict_of, anchors)
+        # merged with the verdicts recorded before (of releases outside --from / --to: they stay)
+        before = (entry.get("releases") or {}).get("tested", {})
+        result = migrate({"tested": {**before, **found["tested"]}, "assumption": ASSUMPTION,
+                          "seconds": round(time.monotonic() - start, 1)})
         try:
             write_entry(entry_path, {**entry, "releases": result})
         except (CorpusError, OSError) as e:

@@ -737,30 +737,33 @@ def _observed(run: Run, stdout_lines: int = 20, stderr_lines: int = 30) -> str:
 
 def _releases_text(releases) -> str:
     """The "affected releases" part of ISSUE.md from an entry's ``releases`` record (untrusted:
-    only X.Y.Z releases and known verdicts are printed; a malformed record says so)."""
-    from fuzz.bisection import ASSUMPTION, VERDICTS, affected_text, conclusions, last_unaffected
-    from fuzz.util import version_tuple
+    only X.Y.Z releases and known verdicts are printed; a malformed record says so). Only
+    ``reproduces`` counts as affected (fuzz/verdicts.py); the releases that fail with another
+    finding are named apart."""
+    from fuzz.verdicts import affected_text, conclusions, normalise
 
     if not releases:
         return "Not bisected yet (`shardfuzz bisect ENTRY` replays it on released versions)."
-    try:  # (derived again from what was tested: entries bisected before "affected" existed, hand-edited ones)
+    try:  # (derived again from what was tested: hand-edited records, records of the older form)
         r = conclusions(releases)
-        changes = releases["changes"]
-        tested = releases["tested"]
+        tested = normalise(releases["tested"])
     except (KeyError, TypeError, ValueError, AttributeError):
         return "The entry's release record is malformed (`shardfuzz bisect ENTRY` writes it again)."
     lines = [f"- affected releases: {affected_text(r['affected'])}"]
-    before = last_unaffected(changes)
+    before = {c["first"]: c["last"] for c in r["changes"]}
     for first, _ in r["affected"][1:]:  # fixed, then back: a regression
         lines.append(f"- affected again from {first} (a regression; last unaffected {before.get(first)})")
     for key, label in (("first_affected", "first affected release"), ("last_unaffected", "last unaffected release"),
                        ("fixed_in", "fixed in"), ("last_affected", "last affected release")):
         if r.get(key):
             lines.append(f"- {label}: {r[key]}")
-    shown = sorted((v for v in tested if tested[v] in VERDICTS), key=lambda v: version_tuple(v))
-    if shown:
-        lines.append("- tested: " + ", ".join(f"{v}: {tested[v]}" for v in shown))
-    lines.append(f"- bisect assumes {ASSUMPTION}")
+    if r["fails_differently"]:
+        spans = [s["from"] if s["from"] == s["to"] else f"{s['from']} to {s['to']}" for s in r["fails_differently"]]
+        lines.append(f"- fails with another error (not counted as affected): {'; '.join(spans)}")
+    if tested:
+        lines.append("- checked: " + ", ".join(f"{v}: {rec['verdict']}" for v, rec in tested.items()))
+    lines.append(f"- releases in between are assumed to behave as the tested ones around them "
+                 f"(`shardfuzz bisect` tests the releases where the verdict changes)")
     return "\n".join(lines)
 
 

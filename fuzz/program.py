@@ -119,6 +119,14 @@ def validate_entry(entry, where: str = "entry") -> None:
         if not upstream.fullmatch(url):
             raise CorpusError(f"{where}: not a corpus entry (at upstream: {url[:80]!r} is not a GitHub issue or "
                               f"pull request address); fix or remove the file")
+    if "releases" in entry:
+        from fuzz.verdicts import conclusions
+
+        try:
+            conclusions(entry["releases"])
+        except ValueError as e:
+            raise CorpusError(f"{where}: not a corpus entry (at releases: {_one_line(e, 120)}); "
+                              f"fix or remove the file") from None
     from fuzz.render import release_caps
 
     caps = release_caps(entry.get("jax_version"))  # typed under the rules of the release it was recorded on
@@ -240,7 +248,10 @@ def save_entry(directory: str | Path, entry: dict) -> Path:
 
 
 def load_entry(path: str | Path) -> dict:
-    """A validated corpus entry; CorpusError (one line) for unreadable, non-JSON or invalid files."""
+    """A validated corpus entry; CorpusError (one line) for unreadable, non-JSON or invalid files.
+
+    Its ``releases`` record comes in the current form (fuzz.verdicts.migrate: verdict records,
+    derived fields computed again from ``tested``)."""
     path = Path(path)
     try:
         entry = json.loads(path.read_text(encoding="utf-8"))
@@ -251,6 +262,10 @@ def load_entry(path: str | Path) -> dict:
     except RecursionError:
         raise CorpusError(f"{path}: JSON nested too deeply; fix or remove the file") from None
     validate_entry(entry, str(path))
+    if "releases" in entry:  # bare verdict strings (the form before verdict records) become records
+        from fuzz.verdicts import migrate
+
+        entry["releases"] = migrate(entry["releases"])
     return entry
 
 

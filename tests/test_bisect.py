@@ -54,7 +54,7 @@ def test_introduced_bug():
     assert (r["first_affected"], r["last_unaffected"], r["fixed_in"]) == ("0.5.1", "0.5.0", None)
     assert r["changes"] == [{"last": "0.5.0", "first": "0.5.1", "from": DOES_NOT, "to": REPRODUCES}]
     assert len(calls) == len(set(calls)) <= budget(len(VERSIONS))
-    assert r["tested"]["0.4.26"] == DOES_NOT and r["tested"]["0.10.2"] == REPRODUCES
+    assert r["tested"]["0.4.26"] == {"verdict": DOES_NOT} and r["tested"]["0.10.2"] == {"verdict": REPRODUCES}
     assert "at most one change" in r["assumption"]
 
 
@@ -100,11 +100,22 @@ def test_not_applicable_in_the_middle_of_a_search():
     assert r["changes"][0]["from"] == DOES_NOT
 
 
-def test_fails_differently_counts_as_affected():
-    verdict_of, _ = fake(lambda v: REPRODUCES if v >= (0, 7, 0) else B.FAILS_DIFFERENTLY)
+def test_fails_differently_is_not_affected():
+    """Seen on internal-error-9e2d606aca01: another error on 0.6.1-0.9.2, its own from 0.10.2 (bisect
+    had said "first affected 0.6.1"): the search finds where the finding itself begins."""
+    seen = "internal-error: builtins.ValueError: x: another error"
+    verdict_of, _ = fake(lambda v: REPRODUCES if v >= (0, 7, 0) else
+                         {"verdict": B.FAILS_DIFFERENTLY, "seen": seen, "checked": "2026-12-07"})
     r = B.search(VERSIONS, verdict_of)
-    assert r["first_affected"] == "0.4.26" and r["fixed_in"] is None and r["changes"] == []
-    assert r["tested"]["0.4.26"] == B.FAILS_DIFFERENTLY
+    assert (r["first_affected"], r["last_unaffected"], r["fixed_in"]) == ("0.7.0", "0.6.2", None)
+    assert r["affected"] == [["0.7.0", "0.10.2"]]
+    assert r["changes"] == [{"last": "0.6.2", "first": "0.7.0", "from": B.FAILS_DIFFERENTLY, "to": REPRODUCES}]
+    assert r["fails_differently"] == [{"from": "0.4.26", "to": "0.6.2", "seen": seen}]
+    assert r["tested"]["0.4.26"]["seen"] == seen
+    assert "fails differently (not counted as affected) on 0.4.26 to 0.6.2: internal-error" in "\n".join(B.summary(r))
+    # a finding that fails differently everywhere affects nothing
+    r = B.search(VERSIONS, fake(lambda v: B.FAILS_DIFFERENTLY)[0])
+    assert r["affected"] == [] and r["first_affected"] is None
 
 
 def test_recorded_release_finds_a_bug_introduced_and_fixed_inside_the_range():
@@ -146,25 +157,30 @@ def test_an_issue_text_says_which_releases_are_affected():
         assert "affected again from 0.9.1 (a regression; last unaffected 0.9.0)" in text, text
     # untrusted records: never a raise, never their text in the issue
     assert "malformed" in _releases_text({"tested": {"0.4.26": "x"}, "changes": "not a list"})
-    hostile = {**r, "applicable": ["0.7.0", "0.10.2\n\n## Fixed in 0.11 <img src=x>"]}
+    hostile = {**r, "tested": {**r["tested"], "0.10.2\n\n## Fixed in 0.11 <img src=x>": REPRODUCES}}
     assert "malformed" in _releases_text(hostile) and "img" not in _releases_text(hostile)
+    forged = {**r, "applicable": ["0.7.0", "0.10.2\n\n## Fixed in 0.11 <img src=x>"]}  # (derived: recomputed)
+    assert "img" not in _releases_text(forged)
     odd = {**r, "tested": {**r["tested"], "0.4.26": "<script>"}}
     assert "<script>" not in _releases_text(odd)
 
 
-def test_conclusions_of_hand_edited_records():
-    """Changes that do not flip affected / unaffected, or lie outside the applicable releases,
-    change nothing; unsorted changes are sorted."""
-    tested = {"0.6.0": REPRODUCES, "0.7.0": B.FAILS_DIFFERENTLY, "0.8.0": DOES_NOT, "0.9.0": REPRODUCES}
-    changes = [{"last": "0.8.0", "first": "0.9.0", "from": DOES_NOT, "to": REPRODUCES},
-               {"last": "0.6.0", "first": "0.7.0", "from": REPRODUCES, "to": B.FAILS_DIFFERENTLY},
-               {"last": "0.7.0", "first": "0.8.0", "from": B.FAILS_DIFFERENTLY, "to": DOES_NOT},
-               {"last": "0.5.0", "first": "0.5.1", "from": DOES_NOT, "to": NOT_APPLICABLE},
-               {"last": "0.9.0", "first": "0.9.1", "from": REPRODUCES, "to": DOES_NOT}]
-    r = B.conclusions({"applicable": ["0.6.0", "0.9.0"], "tested": tested, "changes": changes})
-    assert r["affected"] == [["0.6.0", "0.7.0"], ["0.9.0", "0.9.0"]] and r["fixed_in"] is None
+def test_conclusions_come_from_the_tested_verdicts_alone():
+    """Hand-edited derived fields (changes, applicable) are ignored; fails differently is not affected;
+    string verdicts (the form before verdict records) and records mix."""
+    tested = {"0.9.0": REPRODUCES, "0.6.0": {"verdict": REPRODUCES}, "0.7.0": B.FAILS_DIFFERENTLY,
+              "0.8.0": {"verdict": DOES_NOT, "checked": "2026-12-07"}, "0.5.0": NOT_APPLICABLE}
+    forged = [{"last": "0.5.0", "first": "0.5.1", "from": DOES_NOT, "to": REPRODUCES}]
+    r = B.conclusions({"applicable": ["0.1.0", "0.9.9"], "tested": tested, "changes": forged})
+    assert r["affected"] == [["0.6.0", "0.6.0"], ["0.9.0", "0.9.0"]] and r["fixed_in"] is None
+    assert r["applicable"] == ["0.6.0", "0.9.0"] and r["range"] == ["0.5.0", "0.9.0"]
+    assert [(c["last"], c["first"]) for c in r["changes"]] == [("0.6.0", "0.7.0"), ("0.7.0", "0.8.0"),
+                                                              ("0.8.0", "0.9.0")]
+    assert r["not_applicable"] == [{"from": "0.5.0", "to": "0.5.0", "why": ""}]
     with pytest.raises(ValueError):
-        B.conclusions({"applicable": ["0.6.0", "0.9"], "tested": tested, "changes": []})
+        B.conclusions({"tested": {**tested, "0.9": REPRODUCES}})
+    with pytest.raises(ValueError):
+        B.conclusions({"tested": {"0.9.1": "affected"}})
 
 
 def test_nothing_applicable_is_an_error():
@@ -181,7 +197,9 @@ def test_classify_replays():
     assert B.classify(entry, mk(DOES_NOT, "no finding")) == DOES_NOT
     assert B.classify(entry, mk(DOES_NOT, "differential: wrong-value: f; internal-error: builtins.ValueError: x")) \
         == B.FAILS_DIFFERENTLY
-    assert B.classify(entry, mk(DOES_NOT, "differential: wrong-value: f")) == DOES_NOT
+    # another finding of any oracle is another failure (the program did not run clean)
+    assert B.classify(entry, mk(DOES_NOT, "differential: wrong-value: f")) == B.FAILS_DIFFERENTLY
+    assert B.classify(entry, mk(B.FAILS_DIFFERENTLY, "crash: SIGABRT: x")) == B.FAILS_DIFFERENTLY
 
 
 # -- the command, with fake replays --------------------------------------------------------
@@ -207,6 +225,20 @@ def test_bisect_command_writes_releases_into_the_entry(tmp_path, monkeypatch):
     assert (rel["first_affected"], rel["last_unaffected"]) == ("0.10.0", "0.9.2")
     assert rel["range"] == ["0.9.0", "0.10.2"] and "0.10.2" in rel["tested"]
     assert "first affected 0.10.0, last unaffected 0.9.2" in r.output
+
+
+def test_bisect_command_keeps_the_verdicts_recorded_before(tmp_path, monkeypatch):
+    path = entry_file(tmp_path)
+    entry = load_entry(path)
+    entry["releases"] = {"tested": {"0.4.26": NOT_APPLICABLE, "0.10.2": REPRODUCES}}
+    write_entry(path, entry)
+    monkeypatch.setattr(B, "released_versions", lambda: VERSIONS)
+    monkeypatch.setattr(B, "verdict_on", lambda entry, v, log=None: {"verdict": REPRODUCES, "checked": "2026-12-07"})
+    r = CliRunner().invoke(B.bisect, [str(path), "--from", "0.10.0"])
+    assert r.exit_code == 0, r.output
+    rel = load_entry(path)["releases"]
+    assert rel["tested"]["0.4.26"] == {"verdict": NOT_APPLICABLE}  # outside --from: kept
+    assert rel["tested"]["0.10.0"]["checked"] == "2026-12-07" and rel["affected"] == [["0.10.0", "0.10.2"]]
 
 
 def test_bisect_command_leaves_a_stale_entry_unchanged(tmp_path, monkeypatch):
