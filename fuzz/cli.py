@@ -567,20 +567,34 @@ def _face_group(oracle: str) -> str:
 
 @main.command()
 @click.option("--corpus", "corpus_dir", default="corpus", show_default=True, type=click.Path(file_okay=False))
+@click.option("--entry", "names", multiple=True, metavar="NAME",
+              help="Replay only this entry of the corpus (its file name, with or without .json); repeatable.")
 @click.option("--python", "python", default=None, help="Interpreter whose JAX the workers use.")
-def replay(corpus_dir, python):
-    """Replay the corpus on this JAX: reproduces / does not / not applicable, per entry.
+@click.option("--jax-version", default=None, help="Replay on this released JAX (X.Y.Z) in a cached venv.")
+@click.option("--venv-python", default=None, metavar="PATH",
+              help="Python to make the --jax-version venv with (default: $SHARDFUZZ_VENV_PYTHON).")
+@click.option("--record", is_flag=True,
+              help="Write each entry's verdict on this release into its releases record (atomically; nothing "
+                   "else in the entry changes).")
+def replay(corpus_dir, names, python, jax_version, venv_python, record):
+    """Replay the corpus on one JAX: reproduces / fails differently / does not / not applicable, per entry.
 
-    Exit 1 when an entry's status no longer holds on the release it was recorded on
-    (an open entry that stopped reproducing, a fixed one that came back); 2 when there
-    is nothing to replay or an entry is not valid.
+    Prints a table: entry, status, the verdict recorded for this release, the verdict now,
+    the first and last release the entry's record says it affects. Exit 1 when an entry
+    gives another verdict than the one recorded for this release (without one: an open
+    entry that stopped reproducing on the release it was recorded on, or a fixed one that
+    came back): CHANGED. With --record the verdicts are written instead and the exit is 0.
+    Exit 2 when there is nothing to replay, an entry is not valid, the JAX cannot be had,
+    or --record is asked of a JAX that is not a release (X.Y.Z).
     """
     from pathlib import Path
 
     from fuzz.execute import WorkerError
-    from fuzz.program import CorpusError, corpus_files
+    from fuzz.program import CorpusError, corpus_files, write_entry
+    from fuzz.provision import ProvisionError, interpreter
     from fuzz.replay import replay_entry
     from fuzz.runner import Runner
+    from fuzz.verdicts import VERSION, of_replay, with_verdict
 
     if not Path(corpus_dir).is_dir():
         _fail(f"no corpus directory at {os.path.abspath(corpus_dir)}; run from the repository root or pass --corpus")
@@ -590,23 +604,63 @@ def replay(corpus_dir, python):
         _fail(str(e))
     if not pairs:
         _fail(f"{os.path.abspath(corpus_dir)} holds no corpus entries (*.json); nothing to replay")
+    if names:
+        wanted = {n.removesuffix(".json") for n in names}
+        missing = sorted(wanted - {p.stem for p, _ in pairs})
+        if missing:
+            _fail(f"no entry {missing[0]!r} in {os.path.abspath(corpus_dir)}; give a file name from there "
+                  f"(e.g. {pairs[0][0].stem})")
+        pairs = [(p, e) for p, e in pairs if p.stem in wanted]
+    if python and jax_version:
+        _fail("give either --python or --jax-version, not both")
+    interp = python
+    if jax_version:  # (the venv is made with --venv-python, else $SHARDFUZZ_VENV_PYTHON, else this interpreter)
+        try:
+            interp = interpreter(jax_version, python=venv_python or os.environ.get("SHARDFUZZ_VENV_PYTHON"),
+                                 log=lambda s: click.echo(s, err=True))
+        except ProvisionError as e:
+            _fail(str(e))
     try:
-        runner = Runner(python=python)
+        runner = Runner(python=interp)
     except WorkerError as e:
         _fail(str(e))
+    release = str(runner.caps.get("jax_version"))
+    if record and not VERSION.fullmatch(release):
+        runner.close()
+        _fail(f"jax {release[:40]} is not a release (X.Y.Z): --record keeps verdicts of releases only; "
+              f"replay without --record")
     changed = 0
+    counts: dict = {}
     try:
-        click.echo(f"replaying {len(pairs)} entries on JAX {runner.caps.get('jax_version')}")
+        click.echo(f"replaying {len(pairs)} entries on JAX {release}" + (" (recording the verdicts)" if record else ""))
+        click.echo(_replay_row("entry", "status", f"recorded on {release}", f"verdict on {release}", "first affected",
+                               "last affected", ""))
         for path, entry in pairs:
             r = replay_entry(entry, runner, str(path))
+            counts[r.verdict] = counts.get(r.verdict, 0) + 1
+            releases = entry.get("releases")
+            if record:
+                releases = with_verdict(releases, release, of_replay(r, runner.caps))
+                try:
+                    write_entry(path, {**entry, "releases": releases})
+                except (CorpusError, OSError) as e:
+                    _fail(f"cannot write {path} ({e}); the entry is unchanged")
             changed += not r.ok
-            mark = "" if r.ok else "  CHANGED"
-            where = "recorded release" if r.recorded_release else f"recorded on {entry['jax_version']}"
-            click.echo(f"{path.name}: {r.verdict} ({entry['status']}, {where}){mark}"
-                       + (f": {r.why[:120]}" if r.why else ""))
+            ranges = (releases or {}).get("affected") or []
+            mark = ("CHANGED, recorded" if record else "CHANGED") if not r.ok else ""
+            click.echo(_replay_row(path.stem, entry["status"], r.expected or "-", r.verdict,
+                                   ranges[0][0] if ranges else "-", ranges[-1][1] if ranges else "-", mark)
+                       + (f"  {r.why[:100]}" if r.why and r.verdict != "reproduces" else ""))
     finally:
         runner.close()
-    sys.exit(1 if changed else 0)
+    click.echo(", ".join(f"{n} {v}" for v, n in sorted(counts.items())) + f"; {changed} changed"
+               + (f"; verdicts recorded in {len(pairs)} entries" if record else ""))
+    sys.exit(1 if changed and not record else 0)
+
+
+def _replay_row(entry: str, status: str, recorded: str, verdict: str, first: str, last: str, mark: str) -> str:
+    """One line of ``shardfuzz replay``'s table (fixed-width columns)."""
+    return f"{entry:<34} {status:<6} {recorded:<20} {verdict:<20} {first:<8} {last:<8} {mark}".rstrip()
 
 
 def _register() -> None:

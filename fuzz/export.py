@@ -219,7 +219,7 @@ class Case:
     program: dict
     history: list
     jax_version: str
-    releases: dict | None = None
+    releases: dict | None = None  # its per-release verdicts (fuzz/verdicts.py)
     upstream: tuple = ()  # public reports of its root cause (addresses checked by fuzz.program.validate_entry)
 
 
@@ -735,12 +735,13 @@ def _observed(run: Run, stdout_lines: int = 20, stderr_lines: int = 30) -> str:
     return ("\n".join(parts) or "(no output)") + f"\n(exit status {run.returncode})"
 
 
-def _releases_text(releases) -> str:
+def _releases_text(releases, ran_on: str | None = None) -> str:
     """The "affected releases" part of ISSUE.md from an entry's ``releases`` record (untrusted:
     only X.Y.Z releases and known verdicts are printed; a malformed record says so). Only
     ``reproduces`` counts as affected (fuzz/verdicts.py); the releases that fail with another
-    finding are named apart."""
-    from fuzz.verdicts import affected_text, conclusions, normalise
+    finding are named apart. ``ran_on``: the jax the repro was verified on, compared with the
+    newest release the record says it reproduces on."""
+    from fuzz.verdicts import affected_text, conclusions, newest_reproducing, normalise
 
     if not releases:
         return "Not bisected yet (`shardfuzz bisect ENTRY` replays it on released versions)."
@@ -762,6 +763,10 @@ def _releases_text(releases) -> str:
         lines.append(f"- fails with another error (not counted as affected): {'; '.join(spans)}")
     if tested:
         lines.append("- checked: " + ", ".join(f"{v}: {rec['verdict']}" for v, rec in tested.items()))
+    newest = newest_reproducing(releases)
+    if ran_on and newest:
+        lines.append(f"- this repro was verified on jax {_line(ran_on, 40)}; the newest release checked where it "
+                     f"reproduces: {newest}")
     lines.append(f"- releases in between are assumed to behave as the tested ones around them "
                  f"(`shardfuzz bisect` tests the releases where the verdict changes)")
     return "\n".join(lines)
@@ -807,7 +812,7 @@ def issue_text(case: Case, source: str, run: Run, env_info: str, jax_version: st
         "",
         "Affected releases (`shardfuzz bisect`):",
         "",
-        _releases_text(case.releases),
+        _releases_text(case.releases, jax_version),
         "",
         *_passes_text(passes, partitioner),
         f"Found by shardfuzz, a fuzzer for JAX's sharding transforms (finding `{_line(case.signature, 300)}`).",
@@ -888,6 +893,20 @@ def export_case(case: Case, python: str, out_dir: Path, log=lambda s: None, xla_
     return repro_path, issue_path
 
 
+def newest_release(case: Case) -> str:
+    """The release to verify a repro on when the user names none: the newest where the entry's
+    recorded verdicts (``releases.tested``, fuzz/verdicts.py) say the finding reproduces, or the
+    release it was recorded on when that is newer or nothing is recorded (a report's finding)."""
+    from fuzz.util import version_tuple
+    from fuzz.verdicts import VERSION, newest_reproducing
+
+    newest = newest_reproducing(case.releases)
+    if newest is None or (VERSION.fullmatch(case.jax_version) and
+                          version_tuple(case.jax_version) >= version_tuple(newest)):
+        return case.jax_version
+    return newest
+
+
 @click.command("export")
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--finding", "finding", type=int, default=None,
@@ -903,6 +922,10 @@ def export_case(case: Case, python: str, out_dir: Path, log=lambda s: None, xla_
 def export(path, finding, out_dir, python, jax_version, xla_passes):
     """Write repro.py and ISSUE.md for a corpus entry (or a report's finding), verified in a fresh process.
 
+    Without --python / --jax-version the repro is verified on the newest release where the
+    entry's recorded verdicts say the finding reproduces (a cached venv when that is not this
+    interpreter's jax), and ISSUE.md names the releases checked.
+
     Exit 0 when written; 2 (one line on stderr, nothing written) when the input is not
     valid, the JAX cannot be found or installed, or the repro does not show the finding.
     """
@@ -911,6 +934,10 @@ def export(path, finding, out_dir, python, jax_version, xla_passes):
 
     try:
         case = load_case(path, finding)
+        newest = newest_release(case)
+        if not (python or jax_version) and newest != case.jax_version:  # (a newer release reproduces it)
+            log(f"the finding reproduces on jax {newest}, the newest release its entry records it on: verifying there")
+            python, jax_version = (sys.executable, None) if newest == installed_jax_version() else (None, newest)
         interp = choose_interpreter(case, python, jax_version, log=log)
         target = Path(out_dir) if out_dir else Path("export") / case.name
         repro_path, issue_path = export_case(case, interp, target, log=log, xla_passes=xla_passes)
