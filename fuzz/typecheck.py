@@ -55,6 +55,7 @@ from fuzz import ops as O
 from fuzz.ops.base import (DTYPES, FLOAT, JACOBIAN, NO_PARTIAL_COLLECTIVES, OPAQUE, UNREDUCED_NEEDS_JIT, Axis,  # noqa: F401
                            Ctx, ProgramError, Ty, broadcast_shapes, checked_axes, spec_size, spec_type,
                            version_tuple)
+from fuzz.ops.base import PPERMUTE_MESH_ORDER
 from fuzz.ops.base import require as _require
 
 NO_INFER_IN_SPECS = "no_infer_in_specs"  # release rule: a shard_map's in_specs cannot be left out
@@ -769,6 +770,10 @@ def release_rules(caps: dict | None) -> frozenset:
     - ``no_set_mesh``: no Auto mesh with ``set_mesh`` (``caps["set_mesh"]`` false: jax < 0.7.1);
     - ``unreduced_needs_jit``: ``unreduced_psum`` only under jit (``eager_unreduced`` false:
       NotImplementedError "Eager shard_map with unreduced/reduced is not implemented", jax 0.9.2);
+    - ``ppermute_mesh_order``: a ppermute names its mesh axes (those of size >= 2) in the mesh's
+      order (``ppermute_any_order`` false: RuntimeError "Make sure that the axis_name passed to
+      jax.lax.ppermute is in the same order as the axis_names declared on the mesh", the config
+      option ``jax_raise_on_ppermute_sort_diff``, jax >= 0.11.1; fuzz.ops.collectives.Ppermute);
     - ``no_sharding_types``: an Explicit mesh's sharding types are not tracked (jax < 0.9.0;
       the rules of ``Op.sharding_types`` were measured on 0.9.0 and 0.10.2, and 0.8.1 differs:
       a dynamic_update_slice of replicated values under jit raised ShardingTypeError): the root
@@ -794,6 +799,8 @@ def release_rules(caps: dict | None) -> frozenset:
             rules.add(f"no_checked_{kind}")
     if caps.get("eager_unreduced") is False:
         rules.add(UNREDUCED_NEEDS_JIT)
+    if caps.get("ppermute_any_order") is False:
+        rules.add(PPERMUTE_MESH_ORDER)
     if caps.get("callback_under_grad") is False:
         rules.add("no_callback_under_grad")
     if caps.get("shard_map") == "experimental":

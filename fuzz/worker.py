@@ -169,6 +169,13 @@ def measured_rules(jax, sm, caps: dict) -> dict:
       shard_map whose replication check is on (jax 0.4.26 and 0.4.28 raise NotImplementedError
       "No replication rule for cond" / "... for while": the experimental shard_map registers
       no check rule for them; 0.4.38 has cond's, not while's; measured).
+    - ``ppermute_any_order``: a ppermute over a tuple of mesh axes not in the mesh's order, each
+      of size 2, lowers inside a shard_map under jit (jax 0.4.26 to 0.10.2 run it, numbering the
+      devices in mesh order: corpus entry differential-5c6cf26ebca0; 0.11.0 too, by its source;
+      jax 0.11.1 to 0.12.1 raise RuntimeError "Make sure that the axis_name passed to
+      jax.lax.ppermute is in the same order as the axis_names declared on the mesh", config
+      option jax_raise_on_ppermute_sort_diff, default on: measured on 0.12.1, in the sources of
+      0.11.1 to 0.12.0). Not measured on fewer than 4 devices.
     """
     import numpy as np
     from jax.experimental import io_callback
@@ -215,6 +222,17 @@ def measured_rules(jax, sm, caps: dict) -> dict:
             rules["eager_unreduced"] = True
         except Exception:
             rules["eager_unreduced"] = False
+
+    if len(jax.devices()) >= 4:
+        mesh = jax.sharding.Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("a", "b"))
+        perm = [(0, 1), (1, 2), (2, 3), (3, 0)]
+        body = sm(lambda v: jax.lax.ppermute(v, ("b", "a"), perm), mesh=mesh, in_specs=P(("a", "b")),
+                  out_specs=P(("a", "b")))
+        try:
+            jax.block_until_ready(jax.jit(body)(np.zeros(4, np.float32)))
+            rules["ppermute_any_order"] = True
+        except Exception:
+            rules["ppermute_any_order"] = False
 
     def f(x):
         io_callback(lambda v: None, None, jax.lax.stop_gradient(x), ordered=False)

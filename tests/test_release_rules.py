@@ -10,7 +10,8 @@ the typing rules refuse them for that release only.
 import pytest
 from hypothesis import given, settings
 
-from fuzz.render import render
+from fuzz.ops.base import PPERMUTE_MESH_ORDER, version_tuple
+from fuzz.render import NEWEST_CAPS, render
 from fuzz.typecheck import ProgramError, check_program
 from helpers import JIT, call, eqn, fn, program, shard_map
 from strategies.programs import programs
@@ -126,6 +127,8 @@ def test_measured_rules_match_this_release():
     # the newest JAX (what the test suite installs) runs both; older releases are measured the same way
     assert caps["eager_partial_manual"] is True and caps["callback_under_grad"] is True
     assert caps["partial_manual_collectives"] is True and caps["checked_cond"] is True and caps["checked_while"]
+    # (jax 0.11.1 and later refuse a ppermute out of the mesh's axis order: see below)
+    assert caps["ppermute_any_order"] is (version_tuple(caps["jax_version"]) < (0, 11, 1))
 
 
 def test_nested_shard_maps_are_not_applicable_on_the_experimental_api():
@@ -137,3 +140,72 @@ def test_nested_shard_maps_are_not_applicable_on_the_experimental_api():
                 calls=[call("f0", [JIT, shard_map([[["x"]]], [[["x"]]], axis_names=["x"])], ["x0"])])
     check_program(p)
     assert "cannot nest" in applicable(p, CAPS_0_4_28)
+
+
+# jax 0.11.1 and later (measured: ppermute_any_order false on 0.12.1) raise RuntimeError "Make sure
+# that the axis_name passed to jax.lax.ppermute is in the same order as the axis_names declared on
+# the mesh" (config option jax_raise_on_ppermute_sort_diff) where 0.10.2 runs it
+CAPS_MESH_ORDER = {**NEWEST_CAPS, "jax_version": "0.12.1", "ppermute_any_order": False}
+
+
+def ppermute_program(mesh, axes):
+    n = 1
+    for name, size in mesh:
+        n *= size if name in axes else 1
+    body = fn(["a"], [eqn("ppermute", ["a"], ["v"], axes=list(axes), perm=[[i, (i + 1) % n] for i in range(n)])],
+              ["v"])
+    spec = [[[name for name, _ in mesh]]]
+    return program(mesh=mesh, inputs=[("x0", (8,), 3)], functions={"f0": body},
+                   calls=[call("f0", [JIT, shard_map(spec, spec)], ["x0"])])
+
+
+@pytest.mark.parametrize("mesh, axes, refused", [
+    ((("x", 2), ("y", 2)), ("y", "x"), True),
+    ((("x", 2), ("y", 2)), ("x", "y"), False),
+    ((("x", 2), ("y", 2), ("z", 2)), ("z", "x"), True),
+    ((("x", 2), ("y", 1), ("z", 4)), ("z", "x"), True),
+    ((("x", 2), ("y", 1)), ("y", "x"), False),  # over a size-1 axis the order numbers devices alike: 0.12.1 runs it
+    ((("x", 1), ("y", 8)), ("y", "x"), False),
+])
+def test_a_ppermute_out_of_the_mesh_order_is_refused_only_where_the_release_raises(mesh, axes, refused):
+    p = ppermute_program(mesh, axes)
+    check_program(p)  # the newest rules have no such restriction ...
+    check_program(p, caps={**CAPS_MESH_ORDER, "ppermute_any_order": True})  # ... nor a release that runs it
+    if refused:
+        with pytest.raises(ProgramError, match="not in the mesh's axis order"):
+            check_program(p, caps=CAPS_MESH_ORDER)
+    else:
+        check_program(p, caps=CAPS_MESH_ORDER)
+
+
+@pytest.mark.parametrize("rule", [False, True])
+def test_a_drawn_two_axis_ppermute_follows_the_mesh_order_where_the_release_asks(rule):
+    """300 derandomized draws in a body manual over ('x', 'y'): both orders without the rule, the
+    mesh's only with it (the same draws otherwise: the order is sorted after it is drawn)."""
+    from hypothesis import strategies as st
+
+    from fuzz.ops import get
+    from fuzz.ops.base import Axis, Ctx, Scope, Ty
+
+    ctx = Ctx(mesh={"x": 2, "y": 4}, axes=(Axis("y", 4, "mesh"), Axis("x", 2, "mesh")),
+              rules=frozenset({PPERMUTE_MESH_ORDER} if rule else ()))
+    seen = []
+
+    @settings(max_examples=300, derandomize=True, database=None)
+    @given(st.data())
+    def draw_many(data):
+        scope = Scope({"a": Ty((4,), frozenset({"x", "y"}))}, ["a"], {}, frozenset(), lambda: "v1", lambda: "cb",
+                      None, 4096, 4)
+        e = get("ppermute").draw(data.draw, ctx, scope)
+        get("ppermute").types(e, [scope.visible["a"]], ctx)  # (its typing rule accepts it)
+        seen.append(tuple(e["axes"]))
+
+    draw_many()
+    assert {a for a in seen if len(a) == 2} == ({("x", "y")} if rule else {("x", "y"), ("y", "x")})
+
+
+@settings(max_examples=60, deadline=None)
+@given(programs(caps=CAPS_MESH_ORDER))
+def test_programs_drawn_for_a_release_with_the_mesh_order_rule_keep_it(p):
+    check_program(p, caps=CAPS_MESH_ORDER)
+

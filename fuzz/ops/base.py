@@ -36,6 +36,9 @@ OPAQUE = "opaque_sharding_types"
 JACOBIAN = "under_jacobian"
 # A release rule (fuzz.typecheck.release_rules): unreduced_psum only under jit (fuzz/ops/collectives.py)
 UNREDUCED_NEEDS_JIT = "unreduced_needs_jit"
+# A release rule (fuzz.typecheck.release_rules): a ppermute names its mesh axes in the mesh's
+# order (jax >= 0.11.1 raises otherwise; fuzz/ops/collectives.py Ppermute)
+PPERMUTE_MESH_ORDER = "ppermute_mesh_order"
 
 
 class OneOf(str):

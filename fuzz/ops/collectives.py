@@ -25,8 +25,8 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-from fuzz.ops.base import (AXES, BOOL, DIM, FLOATS, INT, NUMERIC, ONE_AXIS, PERM, UNREDUCED_NEEDS_JIT, VALUE_DTYPES,
-                           ExprOp, Ty, checked_axes, compute, require)
+from fuzz.ops.base import (AXES, BOOL, DIM, FLOATS, INT, NUMERIC, ONE_AXIS, PERM, PPERMUTE_MESH_ORDER,
+                           UNREDUCED_NEEDS_JIT, VALUE_DTYPES, ExprOp, Ty, checked_axes, compute, require)
 
 
 def checked_usable(ctx) -> list:
@@ -387,6 +387,15 @@ class Ppermute(Collective):
     where another is usable names two axes, in either order (feature ``ppermute_multi_axis``): over two
     axes of size 2 there are permutations that are not their own inverse, and over part of a
     mesh several groups permute at once.
+
+    From jax 0.11.1 on (release rule ``ppermute_mesh_order``, measured by the worker:
+    ``ppermute_any_order``) a tuple of mesh axes must follow the mesh's order wherever the order
+    changes the device numbering (two axes of size >= 2): JAX's lowering raises RuntimeError
+    "Make sure that the axis_name passed to jax.lax.ppermute is in the same order as the
+    axis_names declared on the mesh" (jax/_src/lax/parallel.py _pcollectives_lowering_common,
+    behind the config option ``jax_raise_on_ppermute_sort_diff``, on by default: "it leads to
+    wrong answers"). Drawn there in mesh order only; earlier releases draw both orders (the
+    wrong answer of corpus entry differential-5c6cf26ebca0).
     """
 
     name = "ppermute"
@@ -403,6 +412,9 @@ class Ppermute(Collective):
                 f"ppermute pairs must be [source, destination] in [0, {n})")
         for k, what in ((0, "sources"), (1, "destinations")):
             require(len({pair[k] for pair in perm}) == len(perm), f"ppermute {what} must be unique")
+        if PPERMUTE_MESH_ORDER in ctx.rules:
+            why = mesh_order_refusal(names, ctx)
+            require(why is None, why or "")
         return Ty(a.shape, a.vma | frozenset(names), a.dtype)
 
     def draw(self, draw, ctx, scope):
@@ -420,6 +432,8 @@ class Ppermute(Collective):
                 and draw(st.integers(0, 2)) == 2):
             other = draw(st.sampled_from(_exchanging_first(draw, ctx, others)))
             names = draw(st.sampled_from([[name, other], [other, name]]))
+            if PPERMUTE_MESH_ORDER in ctx.rules:  # (the same draws, the order then the mesh's)
+                names = sorted(names, key=list(ctx.mesh).index)
         a = _varying_first(draw, scope, xs, names)
         # JAX's batching rule of ppermute over a vmap axis asserts a full permutation (corpus entry
         # internal-error-fc489a4c49a2, every release since 0.4.26): there a partial one stays
@@ -447,6 +461,19 @@ class Ppermute(Collective):
     def expr(self, rr, eqn, a, ctx):
         perm = [(int(rr.int(s)), int(rr.int(d))) for s, d in eqn["perm"]]
         return f"jax.lax.ppermute({a[0]}, {rr.axes_source(eqn['axes'])}, perm={perm})"
+
+
+def mesh_order_refusal(names, ctx) -> str | None:
+    """Why a ppermute over the axes ``names`` is refused under the release rule
+    ``ppermute_mesh_order`` (see :class:`Ppermute`), or None: its mesh axes of size >= 2 are not in
+    the mesh's order (``ctx.mesh``). Over a size-1 axis the order numbers the devices alike, and
+    jax 0.12.1 runs it (measured: ('y', 'x') on a mesh ('x': 2, 'y': 1))."""
+    order = list(ctx.mesh)
+    ranks = [order.index(n) for n in names if ctx.axis(n).kind == "mesh" and ctx.axis(n).size >= 2]
+    if ranks != sorted(ranks):
+        return (f"ppermute over {tuple(names)}: not in the mesh's axis order {tuple(order)} "
+                "(jax >= 0.11.1 raises 'Make sure that the axis_name passed to jax.lax.ppermute is in the same order')")
+    return None
 
 
 def draw_perm(draw, n: int, wraps: int = 2) -> list:
