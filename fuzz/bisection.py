@@ -25,6 +25,7 @@ tested again gets its new verdict; written atomically, only when the bisect succ
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -215,13 +216,12 @@ def verdict_on(entry: dict, version: str, log=lambda s: None) -> dict:
     """Replay ``entry`` on released jax ``version``: its verdict record (fuzz.verdicts.of_replay);
     BisectError if that jax cannot run."""
     from fuzz.execute import WorkerError
-    from fuzz.export import installed_jax_version
-    from fuzz.provision import ProvisionError, interpreter
+    from fuzz.provision import ProvisionError, worker_python
     from fuzz.replay import replay_entry
     from fuzz.runner import Runner
 
-    try:
-        python = sys.executable if version == installed_jax_version() else interpreter(version, log=log)
+    try:  # (this interpreter for its own jax; a venv made with $SHARDFUZZ_VENV_PYTHON if it fits: bisect --venv-python)
+        python = worker_python(jax_version=version, log=log, reuse_here=True)
     except ProvisionError as e:
         raise BisectError(str(e)) from None
     try:
@@ -238,7 +238,10 @@ def verdict_on(entry: dict, version: str, log=lambda s: None) -> dict:
 @click.argument("entry_path", type=click.Path(dir_okay=False))
 @click.option("--from", "lo", default=None, help="Oldest release to test (X.Y.Z; default: the oldest supported).")
 @click.option("--to", "hi", default=None, help="Newest release to test (X.Y.Z; default: the newest).")
-def bisect(entry_path, lo, hi):
+@click.option("--venv-python", default=None, metavar="PATH",
+              help="Python to make the releases' venvs with when their wheels fit (default: $SHARDFUZZ_VENV_PYTHON, "
+                   "this one, or a python3.N on PATH that fits).")
+def bisect(entry_path, lo, hi, venv_python):
     """Replay a corpus entry on released JAX versions: first affected, last unaffected, fixed in.
 
     Venvs are made once per release in ~/.cache/shardfuzz (about 1 GB and 30-90 s each).
@@ -252,6 +255,14 @@ def bisect(entry_path, lo, hi):
         click.echo(msg, err=True)
 
     try:
+        if venv_python:  # (checked once; each release's venv is then made with it where it fits: verdict_on)
+            from fuzz.provision import VENV_PYTHON_ENV, ProvisionError, check_venv_python
+
+            try:
+                check_venv_python(venv_python)
+            except ProvisionError as e:
+                raise BisectError(str(e)) from None
+            os.environ[VENV_PYTHON_ENV] = venv_python
         try:
             entry = load_entry(entry_path)
         except CorpusError as e:

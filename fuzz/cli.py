@@ -9,6 +9,7 @@ report is written and the summary printed, and it exits 0 or 1 as after a full r
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -109,7 +110,11 @@ def _unwritable(directory: str) -> str:
               help="Write the JSON report here (default: report-<date>-<time>-<pid>.json beside the database, "
                    "e.g. .shardfuzz/report-20261204-151200-4242.json).")
 @click.option("--python", "python", default=None, help="Interpreter whose JAX the workers use.")
-@click.option("--jax-version", default=None, help="Fuzz this released JAX (X.Y.Z) in a cached venv.")
+@click.option("--jax-version", default=None,
+              help="Fuzz this released JAX (X.Y.Z, X.Y.Z.W or 'newest') in a cached venv.")
+@click.option("--venv-python", default=None, metavar="PATH",
+              help="Python to make the --jax-version venv with when its wheels fit (default: $SHARDFUZZ_VENV_PYTHON, "
+                   "this one, or a python3.N on PATH that fits).")
 @click.option("--determinism/--no-determinism", default=True, show_default=True,
               help="Lower every program in a second process with another hash seed and compare.")
 @click.option("--database", default=".shardfuzz/examples", show_default=True,
@@ -138,8 +143,8 @@ def _unwritable(directory: str) -> str:
               help="Never draw this op, transform, 'call' or option (explicit_mesh, spmd_axis_name, "
                    "vmap_axis_name, partial_manual, check_vma_off, capture, enable_checks, "
                    "unbatched_collective); repeatable.")
-def run(seconds, max_examples, seed, report_path, python, jax_version, determinism, database, timeout, corpus_dir,
-        fail_on_known, jobs, swarm, avoid_known, look_past, fresh, shrink, disabled):
+def run(seconds, max_examples, seed, report_path, python, jax_version, venv_python, determinism, database, timeout,
+        corpus_dir, fail_on_known, jobs, swarm, avoid_known, look_past, fresh, shrink, disabled):
     """Run a fuzzing campaign against JAX on 8 host CPU devices."""
     stop = _Stop()
     from fuzz import parallel
@@ -152,8 +157,13 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
     for name, value in (("--time", seconds), ("--timeout", timeout)):
         if value is not None and not math.isfinite(value):
             _fail(f"{name} {value} is not a finite number of seconds; give one such as {name} 600")
-    if jax_version and python:
-        _fail("give either --python or --jax-version, not both")
+    from fuzz.provision import NewerJaxCheck, ProvisionError, check_options, worker_python
+
+    try:
+        check_options(python, jax_version, venv_python)
+    except ProvisionError as e:
+        _fail(str(e))
+    newer = NewerJaxCheck()  # (asks the package index in the background; the summary says if a newer JAX exists)
     from strategies.programs import check_disabled
 
     try:
@@ -205,14 +215,11 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
     from fuzz.campaign import Campaign
     from fuzz.execute import WorkerError
 
-    if jax_version:
-        from fuzz.provision import ProvisionError, interpreter
-
-        try:
-            with console.status(f"preparing a venv with JAX {jax_version}…"):
-                python = interpreter(jax_version, log=console.print)
-        except ProvisionError as e:
-            _fail(str(e))
+    try:
+        with console.status(f"preparing a venv with JAX {jax_version}…") if jax_version else contextlib.nullcontext():
+            python = worker_python(python, jax_version, venv_python, log=console.print)
+    except ProvisionError as e:
+        _fail(str(e))
 
     announced: set = set()  # signatures announced, by any job
     lock = threading.Lock()
@@ -287,6 +294,7 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, determini
     for k in report.get("known", []):  # (already reported: nothing to file)
         if k["entry"] in upstream:
             k["upstream"] = upstream[k["entry"]]
+    report["newer_jax"] = newer.note(report.get("jax_version"))
     written = _write_report(report, report_path, state_dir, console)
     _summary(report, console, written)
     if error:
@@ -467,6 +475,8 @@ def _summary(report: dict, console, report_path: str = "") -> None:
                       markup=False, highlight=False, soft_wrap=True)
     if report_path:
         console.print(f"report: {report_path}", markup=False, highlight=False, soft_wrap=True)
+    if (report.get("newer_jax") or {}).get("line"):
+        console.print(report["newer_jax"]["line"], markup=False, highlight=False, soft_wrap=True)
     gone = report.get("announced", 0) - len(report["findings"])
     if gone > 0:
         console.print(f"{gone} of the {report['announced']} findings announced while running turned out known "

@@ -18,7 +18,6 @@ the observed output, the affected releases from ``shardfuzz bisect``) and "Syste
 """
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import re
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import click
 
+from fuzz.provision import installed_jax_version  # noqa: F401 (the jax installed here; tests import it from here)
 from fuzz.render import BUG_MARK, CALLBACKS_MARK, release_caps, render_repro
 from fuzz.typecheck import CHECKPOINT_POLICIES, transform_name
 from fuzz.util import hide_install_path
@@ -301,37 +301,21 @@ def load_case(path: str, finding: int | None) -> Case:
 
 # ------------------------------------------------------------------------------ interpreters
 
-def installed_jax_version() -> str | None:
-    """The version of the jax distribution installed for this interpreter (None if none), without importing it."""
-    try:
-        return importlib.metadata.version("jax")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def choose_interpreter(case: Case, python: str | None, jax_version: str | None, log=None) -> str:
-    """The interpreter that verifies the repro: ``python``, a venv with ``jax_version``, or this one.
+def choose_interpreter(case: Case, python: str | None, jax_version: str | None, log=None,
+                       venv_python: str | None = None) -> str:
+    """The interpreter that verifies the repro: ``python``, a venv with ``jax_version`` (made with
+    ``venv_python`` if it fits), or this one (fuzz.provision.worker_python decides).
 
     Raises ExportError when both are given, when the version cannot be installed, or
     when neither is given and this interpreter's jax is not the one the finding was
     recorded on.
     """
-    if python and jax_version:
-        raise ExportError("give either --python or --jax-version, not both")
-    if python:
-        return python
-    if jax_version:
-        from fuzz.provision import ProvisionError, interpreter
+    from fuzz.provision import ProvisionError, worker_python
 
-        try:
-            return interpreter(jax_version, log=log)
-        except ProvisionError as e:
-            raise ExportError(str(e)) from None
-    here = installed_jax_version()
-    if here != case.jax_version:
-        raise ExportError(f"the finding was recorded on jax {case.jax_version} but this interpreter has jax "
-                          f"{here or '(none)'}; pass --jax-version {case.jax_version} or --python PATH")
-    return sys.executable
+    try:
+        return worker_python(python, jax_version, venv_python, log=log, recorded=case.jax_version)
+    except ProvisionError as e:
+        raise ExportError(str(e)) from None
 
 
 def _env(traceback_off: bool = False, xla_flags: tuple = (), extra: dict | None = None) -> dict:
@@ -914,12 +898,16 @@ def newest_release(case: Case) -> str:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Directory for repro.py and ISSUE.md (default: export/<entry name>/).")
 @click.option("--python", "python", default=None, help="Interpreter whose JAX verifies the repro.")
-@click.option("--jax-version", default=None, help="Verify with this released JAX (X.Y.Z) in a cached venv.")
+@click.option("--jax-version", default=None,
+              help="Verify with this released JAX (X.Y.Z, X.Y.Z.W or 'newest') in a cached venv.")
+@click.option("--venv-python", default=None, metavar="PATH",
+              help="Python to make the --jax-version venv with when its wheels fit (default: $SHARDFUZZ_VENV_PYTHON, "
+                   "this one, or a python3.N on PATH that fits).")
 @click.option("--xla-passes", is_flag=True,
               help="Also switch off, one at a time, each XLA pass that changed the program, and name in "
                    "ISSUE.md those without which the finding disappears (a run per pass); and run it once "
                    "with the other SPMD partitioner (Shardy or GSPMD).")
-def export(path, finding, out_dir, python, jax_version, xla_passes):
+def export(path, finding, out_dir, python, jax_version, venv_python, xla_passes):
     """Write repro.py and ISSUE.md for a corpus entry (or a report's finding), verified in a fresh process.
 
     Without --python / --jax-version the repro is verified on the newest release where the
@@ -938,7 +926,7 @@ def export(path, finding, out_dir, python, jax_version, xla_passes):
         if not (python or jax_version) and newest != case.jax_version:  # (a newer release reproduces it)
             log(f"the finding reproduces on jax {newest}, the newest release its entry records it on: verifying there")
             python, jax_version = (sys.executable, None) if newest == installed_jax_version() else (None, newest)
-        interp = choose_interpreter(case, python, jax_version, log=log)
+        interp = choose_interpreter(case, python, jax_version, log=log, venv_python=venv_python)
         target = Path(out_dir) if out_dir else Path("export") / case.name
         repro_path, issue_path = export_case(case, interp, target, log=log, xla_passes=xla_passes)
     except ExportError as e:

@@ -164,7 +164,10 @@ def _merge(kept: dict, gone: dict) -> dict:
 @click.option("--python", "python", default=None, help="Interpreter whose JAX the workers use.")
 @click.option("--also-on", "also_on", multiple=True,
               help="Another JAX release (X.Y.Z) on which the reduced program must fail alike too (repeatable).")
-def reduce_command(entries, max_runs, max_seconds, python, also_on):
+@click.option("--venv-python", default=None, metavar="PATH",
+              help="Python to make the --also-on venvs with when their wheels fit (default: $SHARDFUZZ_VENV_PYTHON, "
+                   "this one, or a python3.N on PATH that fits).")
+def reduce_command(entries, max_runs, max_seconds, python, also_on, venv_python):
     """Re-reduce corpus entries in place and merge entries that are one bug.
 
     Each entry is reduced on the installed JAX (it must be the release the entry was
@@ -179,13 +182,18 @@ def reduce_command(entries, max_runs, max_seconds, python, also_on):
         loaded = [(Path(p), load_entry(p)) for p in entries]
     except CorpusError as e:
         _fail(str(e))
-    from fuzz.provision import ProvisionError, interpreter
+    from fuzz.provision import ProvisionError, check_venv_python, worker_python
 
+    if venv_python and not also_on:
+        _fail("--venv-python makes the venvs of --also-on releases; give --also-on X.Y.Z too")
     others, runner = [], None
     try:
-        runner = Runner(python=python, determinism=any(e["oracle"] == "determinism" for _, e in loaded))
+        if also_on:
+            check_venv_python(venv_python)  # (fails fast, before a worker starts)
+        runner = Runner(python=worker_python(python), determinism=any(e["oracle"] == "determinism" for _, e in loaded))
         for version in also_on:
-            others.append(Runner(python=interpreter(version, log=click.echo), determinism=False))
+            others.append(Runner(python=worker_python(jax_version=version, venv_python=venv_python, log=click.echo),
+                                 determinism=False))
     except (WorkerError, ProvisionError) as e:
         for r in others + ([runner] if runner else []):
             r.close()

@@ -11,6 +11,7 @@ os.environ["XLA_FLAGS"] = " ".join(
     [f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f]
     + ["--xla_force_host_platform_device_count=8"])
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ["SHARDFUZZ_NO_INDEX"] = "1"  # tests never ask the package index (fuzz.provision; its tests fake it)
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
