@@ -31,6 +31,20 @@ from oracles.common import LABELLED, Finding, same_finding
 from strategies.fresh import fresh_backend
 from strategies.swarm import program_names, swarm_programs
 
+_ANNOUNCED: set = set()  # the generator errors this process has shown (announce_generator_error)
+
+
+def announce_generator_error(message: str) -> None:
+    """Write a generator error (fuzz.runner.generator_error: a program reached an API its JAX
+    lacks) to stderr, once per message in this process."""
+    import sys
+
+    if message not in _ANNOUNCED:
+        _ANNOUNCED.add(message)
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+
+
 ROUND = 100  # Hypothesis examples per round (a round ends early when a finding is shrunk)
 SHRINK_BUDGET = 10.0  # seconds of Hypothesis shrinking per distinct finding (the reducer's first pass)
 REDUCE_RUNS = 150  # JAX runs of the reducer per distinct finding
@@ -184,6 +198,10 @@ class Campaign:
         self.findings_path = findings_path
         self.findings_error = ""  # the first error appending to the findings file ('' if none)
         self.on_finding = on_finding or (lambda c, rec: None)
+        # a generator error (fuzz.runner.generator_error), shown once per message: on stderr, or
+        # sent to the parent by a job of a parallel run (fuzz.parallel)
+        self.on_generator_error = lambda c, message: announce_generator_error(message)
+        self.generator_errors_shown: set = set()
         self.started = time.time()  # wall clock (seconds since the epoch) of the campaign's start
         self.records: dict = {}
         self.pending: list = []  # signatures waiting for reduction (see reduce_pending)
@@ -241,6 +259,10 @@ class Campaign:
         """Execute and judge one program (see :meth:`fuzz.runner.Runner.run`); records its findings."""
         t0 = time.monotonic()
         found, source = self.runner.run(program)
+        for message in self.runner.last_generator_errors:  # (never a finding: counted invalid, shown once)
+            if message not in self.generator_errors_shown:
+                self.generator_errors_shown.add(message)
+                self.on_generator_error(self, message)
         shrinking = self.reducing or self.target
         if not shrinking and not self.looking_past and any(f.signature in self.known for f in found):
             self.known_seconds += time.monotonic() - t0
@@ -657,6 +679,7 @@ class Campaign:
             "unconfirmed_crash_count": s.unconfirmed_total, "unconfirmed_crashes": list(s.unconfirmed),
             "seconds": round(elapsed, 1), "programs": s.programs, "generated": s.generated,
             "rejected": s.rejected, "generated_rejected": s.generated_rejected, "invalid": s.invalid,
+            "generator_errors": [{"message": m, "programs": n} for m, n in sorted(s.generator_errors.items())],
             "programs_per_second": round(s.programs / elapsed, 3) if elapsed else 0.0,
             "worker_seconds": round(s.worker_seconds, 1), "reference_seconds": round(s.reference_seconds, 1),
             "features": dict(sorted(s.features.items())),

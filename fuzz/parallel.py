@@ -132,6 +132,16 @@ def _traceback() -> str:
     return traceback.format_exc()
 
 
+def merge_generator_errors(reports: list) -> list:
+    """The ``generator_errors`` of the jobs' reports (fuzz.campaign.Campaign.report), programs summed
+    per message: [{"message", "programs"}], sorted by message."""
+    merged: Counter = Counter()
+    for rep in reports:
+        for e in rep.get("generator_errors") or ():
+            merged[e["message"]] += e["programs"]
+    return [{"message": m, "programs": n} for m, n in sorted(merged.items())]
+
+
 def _run_job(config: dict, stop, send) -> None:
     from fuzz.campaign import Campaign
     from fuzz.util import INTERRUPTS
@@ -159,6 +169,7 @@ def _run_job(config: dict, stop, send) -> None:
                         known_ops=config.get("known_ops"), look_past=config.get("look_past", True),
                         fresh=config.get("fresh", True))
     campaign.peers_offset = config["findings_offset"]
+    campaign.on_generator_error = lambda c, message: send({"generator_error": message})  # (the parent shows it once)
     error = trace = ""
     try:
         with INTERRUPTS.deferred():  # a stop signal is raised at a safe point only
@@ -270,6 +281,10 @@ class Jobs:
                 self.on_progress()
             elif "finding" in msg:
                 self.on_finding(job.index, msg["finding"])
+            elif "generator_error" in msg:
+                from fuzz.campaign import announce_generator_error
+
+                announce_generator_error(str(msg["generator_error"]))
             elif "started" in msg:
                 job.started = msg["started"]
             elif "done" in msg:
@@ -514,6 +529,7 @@ def merge_reports(results: list, seconds: float, corpus_signatures: dict | None 
         "unconfirmed_crash_count": total("unconfirmed_crash_count"), "unconfirmed_crashes": unconfirmed,
         "seconds": round(seconds, 1), "programs": programs, "generated": total("generated"),
         "rejected": total("rejected"), "generated_rejected": total("generated_rejected"), "invalid": total("invalid"),
+        "generator_errors": merge_generator_errors(reports),
         "programs_per_second": round(programs / seconds, 3) if seconds else 0.0,
         "worker_seconds": total("worker_seconds", 1), "reference_seconds": total("reference_seconds", 1),
         "features": dict(sorted(features.items())),

@@ -37,6 +37,12 @@ LOWERING_HASH_SEEDS = (334, 302, 264, 175, 9, 389, 360, 338)
 UNCONFIRMED_KEPT = 20  # unconfirmed crashes kept (the last ones) in Stats.unconfirmed
 
 
+def generator_error(caps: dict, api_error: str) -> str:
+    """The one-line message of a program that reached an API its JAX lacks (``api_error`` from
+    fuzz/worker.py ``program_api_error``): "generator error: JAX 0.12.1 has no jax.experimental.shard_alike"."""
+    return f"generator error: JAX {caps.get('jax_version', '?')} {api_error}"
+
+
 def default_timeout(program: dict) -> float:
     """Seconds a program may take before it counts as a hang: 30 s plus 15 s per call.
 
@@ -53,6 +59,8 @@ class Stats:
     rejected: int = 0          # programs on which JAX raised (internal-error findings)
     generated_rejected: int = 0  # of those, programs drawn fresh (the rate of JAX exceptions per program)
     invalid: int = 0           # programs our own type checker or reference refused: generator bugs
+    # of those, programs whose own code reached a JAX API this release lacks (Runner.run): {message: programs}
+    generator_errors: Counter = field(default_factory=Counter)
     worker_seconds: float = 0.0  # seconds spent waiting for the workers (the reference overlaps their runs)
     reference_seconds: float = 0.0
     features: Counter = field(default_factory=Counter)
@@ -96,6 +104,7 @@ class Runner:
         self.history: deque = deque(maxlen=HISTORY)  # (source, program) of the worker's last programs
         self.stats = Stats()
         self.trust_fresh = False
+        self.last_generator_errors: list = []  # the generator errors of the last run (see run)
 
     def run(self, program: dict) -> tuple:
         """Execute and judge one program: (findings, rendered source).
@@ -106,9 +115,16 @@ class Runner:
         (a worker killed from outside, the OOM killer, a flaky machine) is counted in
         ``stats.unconfirmed_total`` and ``stats.unconfirmed`` instead. The same holds
         for the lowering worker: its crash is re-run in a fresh lowering worker.
+
+        A program whose own code raised reaching a JAX API this release lacks (a module, an
+        attribute, a keyword: ``oracles.internal_error.api_errors``) is the generator's fault:
+        no finding, counted in ``stats.invalid`` and ``stats.generator_errors``, its messages
+        ("generator error: JAX 0.12.1 has no jax.experimental.shard_alike") in
+        ``last_generator_errors``.
         """
         INTERRUPTS.check()  # a safe point for a pending stop signal (see fuzz.util.INTERRUPTS)
         self.stats.programs += 1
+        self.last_generator_errors = []
         try:
             check_program(program, caps=self.caps)
             need = math.prod(program["mesh"]["axis_sizes"])
@@ -163,6 +179,12 @@ class Runner:
                 other = again if again["status"] == "ok" else None
         self.stats.worker_seconds += time.perf_counter() - t0
         self.recycle()
+        wrong = oracles.internal_error.api_errors(outcome) or oracles.internal_error.api_errors(other)
+        if wrong:  # the program itself reached an API this JAX lacks: the generator's fault, on any release
+            self.stats.invalid += 1
+            self.last_generator_errors = [generator_error(self.caps, w) for w in wrong]
+            self.stats.generator_errors.update(self.last_generator_errors)
+            return [], source
         found = []
         if outcome["status"] != "ok":
             reference = None

@@ -46,12 +46,14 @@ Semantics follow JAX's documentation:
 from __future__ import annotations
 
 import builtins
+import functools
 import keyword
 import math
 import re
 from dataclasses import replace
 
 from fuzz import ops as O
+from fuzz.jax_api import missing_users
 from fuzz.ops.base import (DTYPES, FLOAT, JACOBIAN, NO_PARTIAL_COLLECTIVES, OPAQUE, UNREDUCED_NEEDS_JIT, Axis,  # noqa: F401
                            Ctx, ProgramError, Ty, broadcast_shapes, checked_axes, spec_size, spec_type,
                            version_tuple)
@@ -193,6 +195,8 @@ def context_refusal(op, ctx: Ctx) -> str | None:
         return f"{op.name} {op.no_grad_reason}: not under grad"
     if f"no_op:{op.name}" in ctx.rules:
         return f"this JAX release has no {op.name} (it came in {op.since})"
+    if f"no_api:op:{op.name}" in ctx.rules:
+        return f"this JAX release lacks an API {op.name} renders to (fuzz/jax_api.py)"
     if op.family == "sharding" and AUTO_BODY in ctx.rules:
         return f"{op.name} inside auto_axes is not generated"
     if op.family == "sharding" and PMAP_BODY in ctx.rules:
@@ -257,6 +261,8 @@ def enter(t: dict, ctx: Ctx, args: list) -> tuple:
     (whose in_specs reshard it). ProgramError if invalid."""
     why = split_refusal(t["kind"], ctx, args)
     _require(why is None, why)
+    _require(f"no_api:transform:{transform_name(t)}" not in ctx.rules,
+             f"this JAX release lacks an API {transform_name(t)} renders to (fuzz/jax_api.py)")
     inner_ctx, inner_args = _enter(t, ctx, args)
     if ctx.explicit and not ctx.manual and t["kind"] not in SPEC_THROUGH:
         inner_args = [replace(a, spec=()) if a.spec else a for a in inner_args]
@@ -506,6 +512,8 @@ def pmap_refusal(ctx: Ctx, top: bool = False) -> str | None:
     """
     if ctx.manual or PMAP_BODY in ctx.rules:
         return "pmap inside a shard_map or pmap body"
+    if "no_api:transform:pmap" in ctx.rules:
+        return "this JAX release lacks an API pmap renders to (fuzz/jax_api.py)"
     if CONTEXT_MESH in ctx.rules or AUTO_BODY in ctx.rules:
         return "pmap under jax.set_mesh or on an Explicit mesh (its context mesh is not pmap's)"
     if ctx.reserved:
@@ -536,7 +544,8 @@ def _jit_shardings(t: dict, key: str, types: list, ctx: Ctx) -> None:
 
 
 def transform_refusal(kind: str, ctx: Ctx) -> str | None:
-    """Why a ``cond`` or loop transform may not sit in ``ctx`` whatever its arguments, or None.
+    """Why a ``cond`` or loop transform may not sit in ``ctx`` whatever its arguments, or None;
+    for any kind, the API rule ``no_api:transform:<kind>`` (:func:`api_rules`).
 
     jax.lax.while_loop has no transpose ("Reverse-mode differentiation does not work for
     lax.while_loop or lax.fori_loop with dynamic start/stop values", ValueError, measured
@@ -545,6 +554,8 @@ def transform_refusal(kind: str, ctx: Ctx) -> str | None:
     release rules ``no_checked_cond`` / ``no_checked_while`` (:func:`release_rules`) refuse
     them inside a shard_map with the replication check on.
     """
+    if f"no_api:transform:{kind}" in ctx.rules:  # (any kind: api_rules)
+        return f"this JAX release lacks an API {kind} renders to (fuzz/jax_api.py)"
     if kind == "while_loop" and REVERSE in ctx.rules:
         return "while_loop under grad / vjp / jacrev (reverse mode: refused by JAX)"
     if kind in ("cond", "while_loop") and f"no_checked_{kind.split('_')[0]}" in ctx.rules and checked_axes(ctx):
@@ -819,13 +830,34 @@ def release_rules(caps: dict | None) -> frozenset:
         rules.add(NO_INFER_IN_SPECS)
     if version and version < (0, 9, 0):
         rules.add(NO_SHARDING_TYPES)
+    rules.update(api_rules(caps))
     return frozenset(rules)
+
+
+# transforms whose missing API maps to an existing release rule (see api_rules)
+_API_RULES = {"transform:smap": NO_SMAP, "transform:set_mesh": NO_SET_MESH, "transform:explicit": "no_explicit",
+              "transform:auto_axes": "no_auto_axes"}
+
+
+def api_rules(caps: dict) -> set:
+    """Release rules from the APIs this JAX lacks (``caps["missing_apis"]``, measured by the
+    worker: fuzz/worker.py ``api_probes``; their users from the declarations of fuzz/jax_api.py):
+    ``no_api:op:<name>`` (:func:`context_refusal`), ``no_api:transform:<name>`` (:func:`enter`,
+    :func:`pmap_refusal`), ``no_api:program`` (:func:`root_ctx`: nothing runs), or the rule a
+    transform already has (no jax.smap: :data:`NO_SMAP`, ...). None missing: no rule."""
+    return set(_api_rules(tuple(caps.get("missing_apis") or ())))
+
+
+@functools.lru_cache(maxsize=16)
+def _api_rules(missing: tuple) -> frozenset:
+    return frozenset(_API_RULES.get(user, f"no_api:{user}") for user in missing_users(missing))
 
 
 def root_ctx(program: dict, caps: dict | None = None) -> Ctx:
     """The context of a top-level call: no axes in scope; ``caps``: the worker's, for its release's rules."""
     m = program["mesh"]
     rules = release_rules(caps)
+    _require("no_api:program" not in rules, "this JAX release lacks an API every program uses (fuzz/jax_api.py)")
     _require(not (m["axis_type"] == "explicit" and "no_explicit" in rules), "this JAX release has no Explicit axes")
     if NO_SHARDING_TYPES in rules and m["axis_type"] == "explicit":
         rules |= {OPAQUE}

@@ -37,6 +37,7 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.a
 import base64  # noqa: E402
 import faulthandler  # noqa: E402
 import json  # noqa: E402
+import re  # noqa: E402
 import signal  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
@@ -145,7 +146,30 @@ def capabilities(jax) -> dict:
     caps["all_gather_invariant"] = ("to" if "to" in inspect.signature(jax.lax.all_gather).parameters
                                     else "function" if hasattr(jax.lax, "all_gather_invariant") else None)
     caps.update(measured_rules(jax, sm, caps))
+    caps.update(api_probes())
     return caps
+
+
+def api_probes(path=None) -> dict:
+    """``{"missing_apis": [...]}``: the JAX APIs declared in fuzz/jax_api.py (the rendered
+    programs' modules, attributes and keywords) that this JAX lacks, by name
+    (``jax_api.api_name``, sorted); ``fuzz.typecheck.release_rules`` keeps the generator off
+    their users. That module (``path``, default the sibling of this file) is loaded by path:
+    this script drops its own directory from sys.path. Warnings of deprecated modules it
+    imports while probing are silenced.
+    """
+    import importlib
+    import importlib.util
+    import inspect
+    import warnings
+
+    path = path or os.path.join(os.path.dirname(os.path.abspath(__file__)), "jax_api.py")
+    spec = importlib.util.spec_from_file_location("shardfuzz_jax_api", path)
+    api = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(api)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {"missing_apis": api.probe_all(importlib.import_module, inspect.signature)}
 
 
 def measured_rules(jax, sm, caps: dict) -> dict:
@@ -299,7 +323,7 @@ def run_program(jax, np, source: str, lower) -> list:
 
 def _run_program(jax, np, source: str, lower) -> list:
     module = {"__name__": "shardfuzz_program"}
-    exec(compile(source, "<program>", "exec"), module)
+    exec(compile(source, PROGRAM_FILE, "exec"), module)
     log = module["CALLBACK_LOG"]
     calls = []
     for label, fn, args in module["CALLS"]:
@@ -377,8 +401,88 @@ def _drop_effect_tokens() -> None:
 
 
 def error_record(e: BaseException) -> dict:
+    """An exception as the reply holds it: ``type``, ``message``, ``traceback`` (its last 4000
+    characters) and, when the program itself reached an API this JAX lacks, ``api_error``
+    (:func:`program_api_error`)."""
     tb = traceback.format_exception(type(e), e, e.__traceback__)
-    return {"type": type(e).__module__ + "." + type(e).__qualname__, "message": str(e), "traceback": "".join(tb)[-4000:]}
+    rec = {"type": type(e).__module__ + "." + type(e).__qualname__, "message": str(e), "traceback": "".join(tb)[-4000:]}
+    api = program_api_error(e)
+    if api:
+        rec["api_error"] = api
+    return rec
+
+
+PROGRAM_FILE = "<program>"  # the file name the rendered source is compiled under (_run_program)
+# A TypeError of a call whose arguments the callee does not take (CPython's and nanobind's wording)
+_BAD_CALL = re.compile(r"unexpected keyword argument|required (positional|keyword-only) argument|"
+                       r"takes (from )?\d+ (to \d+ )?positional argument|got multiple values for argument|"
+                       r"positional-only arguments passed as keyword|incompatible function arguments")
+_NO_MODULE_ATTR = re.compile(r"module '(jax[\w.]*)' has no attribute '(\w+)'")
+_NO_NAME = re.compile(r"cannot import name '(\w+)' from '(jax[\w.]*)'")
+
+
+def _machinery(code) -> bool:
+    """Whether a frame is import, attribute-lookup or wrapper machinery between a program's line
+    and the error it raised: ``<frozen importlib...>``, a ``__getattr__`` (a module's or an
+    enum's), JAX's deprecation getattr (jax/_src/deprecations.py) and JAX's API-boundary wrapper
+    (jax/_src/traceback_util.py, around jax.jit, jax.vmap, ...: with JAX_TRACEBACK_FILTERING=off
+    a call of jax.jit with an unknown keyword fails in its frame; measured on jax 0.10.2)."""
+    name = code.co_filename.replace(os.sep, "/")
+    return (name.startswith("<frozen importlib") or code.co_name == "__getattr__"
+            or name.endswith(("jax/_src/deprecations.py", "jax/_src/traceback_util.py")))
+
+
+def program_api_error(e: BaseException) -> str:
+    """What the rendered program got wrong about JAX's API, or '' (the exception is JAX's).
+
+    The generator's fault, never a finding (fuzz.runner counts it ``invalid``): an ImportError
+    (ModuleNotFoundError too) of a jax module, an AttributeError of a jax module or class, or a
+    TypeError of a call whose arguments the callee does not take, raised in the program's own
+    frame: the innermost frame of the traceback, :func:`_machinery` frames skipped, is the
+    program's (``PROGRAM_FILE``). An exception raised inside JAX's frames stays JAX's. Returns
+    e.g. "has no jax.experimental.shard_alike" or "rejects a call: jit() got an unexpected
+    keyword argument 'x'".
+    """
+    if not isinstance(e, (ImportError, AttributeError, TypeError)):
+        return ""
+    tb, last = e.__traceback__, None
+    while tb is not None:
+        if not _machinery(tb.tb_frame.f_code):
+            last = tb.tb_frame.f_code
+        tb = tb.tb_next
+    if last is None or last.co_filename != PROGRAM_FILE:
+        return ""
+    message = str(e)
+    if isinstance(e, ImportError):
+        m = _NO_NAME.search(message)
+        if m:
+            return f"has no {m.group(2)}.{m.group(1)}"
+        name = getattr(e, "name", None) or ""
+        return f"has no {name}" if name.split(".")[0] == "jax" else ""
+    if isinstance(e, AttributeError):
+        obj, name = getattr(e, "obj", None), getattr(e, "name", None)
+        if name and isinstance(obj, type(os)) and obj.__name__.split(".")[0] == "jax":
+            return f"has no {obj.__name__}.{name}"
+        if name and isinstance(obj, type) and obj.__module__.split(".")[0] == "jax":
+            return f"has no {obj.__qualname__}.{name}"
+        m = _NO_MODULE_ATTR.search(message)
+        return f"has no {m.group(1)}.{m.group(2)}" if m else ""
+    return f"rejects a call: {message.splitlines()[0][:200]}" if message and _BAD_CALL.search(message) else ""
+
+
+def phase_timer():
+    """A started ``fuzz/phases.py`` PhaseTimer (loaded by path, as fuzz/jax_api.py is: this
+    script drops its own directory from sys.path): JAX's tracing, lowering, compilation and
+    execution timed per program, for benchmarks/phases.py (``SHARDFUZZ_PHASES`` set)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "phases.py")
+    spec = importlib.util.spec_from_file_location("shardfuzz_phases", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    timer = module.PhaseTimer()
+    timer.install()
+    return timer
 
 
 def main() -> None:
@@ -397,6 +501,7 @@ def main() -> None:
 
     caps = capabilities(jax)
     caps["import_seconds"] = time.perf_counter() - t0
+    timer = phase_timer() if os.environ.get("SHARDFUZZ_PHASES") else None
     out.write(json.dumps({"hello": caps}) + "\n")
     out.flush()
     for line in sys.stdin:
@@ -408,10 +513,10 @@ def main() -> None:
             calls = run_program(jax, np, req["source"], req.get("lower", False))
             reply = {"id": req["id"], "calls": calls}
         except Exception as e:  # the source itself failed (module level): report, keep serving
-            reply = {"id": req["id"], "calls": [], "module_error": {
-                "type": type(e).__module__ + "." + type(e).__qualname__, "message": str(e),
-                "traceback": traceback.format_exc()[-4000:]}}
+            reply = {"id": req["id"], "calls": [], "module_error": error_record(e)}
         reply["seconds"] = time.perf_counter() - start
+        if timer is not None:
+            reply["phases"] = timer.take()
         out.write(json.dumps(reply) + "\n")
         out.flush()
 

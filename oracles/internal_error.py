@@ -59,26 +59,44 @@ def signature(exc_type: str, message: str, traceback_text: str) -> str:
     return f"internal-error: {exc_type}: {site}: {normalize(message)}"
 
 
+def api_errors(outcome: dict | None) -> list:
+    """What the rendered program itself got wrong about JAX's API, one line each (each once, in
+    order): the ``api_error`` of every error record of ``outcome`` (a worker's reply: the module's,
+    each call's, its jaxpr's and lowering's), set by fuzz/worker.py ``program_api_error`` when
+    the program's own frame raised an ImportError, AttributeError or bad-call TypeError reaching
+    a JAX API. The generator's fault, never a finding (:func:`judge` skips them; fuzz.runner
+    counts the program ``invalid``)."""
+    if not outcome or outcome.get("status", "ok") != "ok":
+        return []
+    records = [outcome.get("module_error")]
+    for c in outcome.get("calls") or ():
+        records += [c.get("error"), c.get("jaxpr_error"), c.get("lowering_error")]
+    return list(dict.fromkeys(r["api_error"] for r in records if isinstance(r, dict) and r.get("api_error")))
+
+
 def judge(program: dict, outcome: dict) -> list:
     """One finding per call that raised, and one if the rendered module itself failed.
 
     A call that ran but whose jaxpr could not be printed (``outcome["calls"][k]["jaxpr_error"]``,
-    fuzz/worker.py) is a finding too, its message starting with :data:`JAXPR_MARK`.
+    fuzz/worker.py) is a finding too, its message starting with :data:`JAXPR_MARK`. An error the
+    program's own code raised reaching a JAX API (``api_error``: see :func:`api_errors`) is not.
     """
     found = []
-    if outcome.get("module_error"):
+    if outcome.get("module_error") and not outcome["module_error"].get("api_error"):
         e = outcome["module_error"]
         found.append(Finding("internal-error", e["type"], e["message"], None, e["traceback"],
                              signature=signature(e["type"], e["message"], e["traceback"])))
     for k, c in enumerate(outcome["calls"]):
         if not c["ok"]:
             e = c["error"]
+            if e.get("api_error"):
+                continue
             label = call_label(program["calls"][k])
             # a message-less error (a bare assert) is located by where JAX raised it
             message = e["message"] or f"raised in {raise_site(e['traceback']) or 'an unknown place'}"
             found.append(Finding("internal-error", e["type"], message, k, f"{label}\n{e['traceback']}",
                                  signature=signature(e["type"], message, e["traceback"])))
-        elif c.get("jaxpr_error"):  # the call ran; tracing it again and printing its jaxpr raised
+        elif c.get("jaxpr_error") and not c["jaxpr_error"].get("api_error"):  # the call ran; printing its jaxpr raised
             e = c["jaxpr_error"]
             label = call_label(program["calls"][k])
             message = JAXPR_MARK + (e["message"] or f"raised in {raise_site(e['traceback']) or 'an unknown place'}")

@@ -198,7 +198,7 @@ class _Gen:
         # the control-flow and Jacobian kinds come after it (shrinking moves away from them), one
         # entry per family: a Jacobian w.r.t. one small float argument (its size bounds the result)
         jac_args = [i for i, a in enumerate(args) if floats[i] and (scalar_ok or a.rank >= 1) and a.size <= JAC_MAX_ARG]
-        families = {"jac": [k for k in T.JACOBIANS if k not in self.disabled]}
+        families = {"jac": [k for k in T.JACOBIANS if k not in self.disabled and T.transform_refusal(k, ctx) is None]}
         if not after_grad and jac_args:
             kinds.append("jac")
         # lax.cond keeps its body's types (so also in a grad's chain); its predicate (from the
@@ -213,7 +213,8 @@ class _Gen:
         # loops keep their body's types too; no while_loop under reverse mode (fuzz.typecheck.enter)
         families["loop"] = [k for k in T.LOOPS if k not in self.disabled and T.transform_refusal(k, ctx) is None]
         kinds.append("loop")
-        kinds = [k for k in kinds if k not in self.disabled and families.get(k, True)]
+        kinds = [k for k in kinds if k not in self.disabled and families.get(k, True)
+                 and f"no_api:transform:{k}" not in ctx.rules]  # (an API this JAX lacks: fuzz.typecheck.api_rules)
         # an argument split in its sharding type enters only the transforms that keep sharding
         # types, and shard_map (fuzz.typecheck.split_refusal; "jac" and "loop" stand for families
         # none of whose kinds keeps them)
