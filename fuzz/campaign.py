@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 from hypothesis.errors import Flaky
 
+from fuzz import distributed
 from fuzz import features as F
 from fuzz import findings as findings_file
 from fuzz import ops as O
@@ -150,7 +151,10 @@ class Campaign:
     progress may take up to ``shrink_seconds`` more); ``max_examples``: or after this
     many programs; ``seed``: Hypothesis seed (None: random); ``python``: interpreter for
     the worker; ``database``: Hypothesis example database directory (None: no database;
-    with a seed it is written but not replayed, see :class:`SaveOnlyDatabase`);
+    with a seed it is written but not replayed, see :class:`SaveOnlyDatabase`), or a
+    ``redis://`` URL: one campaign across machines (:mod:`fuzz.distributed`: the examples
+    and the findings records in Redis, a signature claimed once across machines; raises
+    :class:`fuzz.distributed.RedisInputError` when that server cannot be used);
     ``timeout``: per-program seconds before a hang (None: :func:`default_timeout`);
     ``findings_path``: the findings file (see :mod:`fuzz.findings`; None: none), each
     distinct finding is appended there when recorded and again when shrunk;
@@ -192,7 +196,17 @@ class Campaign:
         self.caps = self.runner.caps
         self.stats = self.runner.stats
         self.database = database or None
-        self.db = DirectoryBasedExampleDatabase(database) if database else None
+        self.store = None  # a distributed campaign's Redis (fuzz.distributed.Store), with --database redis://...
+        if database and distributed.is_url(database):
+            try:
+                self.store = distributed.Store(database, run=run_id, job=job)
+            except distributed.RedisInputError:
+                self.runner.close()
+                raise
+            self.database = self.store.address.display()  # (never the password)
+            self.db = self.store.example_database()
+        else:
+            self.db = DirectoryBasedExampleDatabase(database) if database else None
         if self.db is not None and seed is not None:
             self.db = SaveOnlyDatabase(self.db)
         self.findings_path = findings_path
@@ -360,24 +374,44 @@ class Campaign:
             self.avoid[signature] = names
 
     def _peer(self, signature: str) -> bool:
-        """Whether another job of this run has recorded ``signature`` (read from the findings file).
+        """Whether another job of this run has recorded ``signature`` (read from the findings file),
+        or, in a distributed campaign, another machine has claimed it (:meth:`fuzz.distributed.Store.claim`;
+        this machine claims it otherwise).
 
         A peer's signature becomes known here, so that it is neither shrunk nor reduced
-        again. Without ``run_id`` (one job) or when the file cannot be read: False.
+        again. Without ``run_id`` (one job) and Redis, or when the file cannot be read: False.
         """
-        if self.run_id is None or not self.findings_path:
-            return False
-        if signature not in self.peers:
+        if signature not in self.peers and self.run_id is not None and self.findings_path:
             try:
                 lines, self.peers_offset = findings_file.read_since(self.findings_path, self.peers_offset)
             except OSError:
-                return False
+                lines = []
             self.peers.update(r.get("signature") for r in lines
                               if r.get("run") == self.run_id and r.get("job") != self.job)
+        if signature not in self.peers and self.store is not None:
+            self._read_peers()
+            if signature not in self.peers and not self.store.claim(signature):
+                self.peers.add(signature)
         if signature in self.peers:
             self.known.add(signature)
             return True
         return False
+
+    def _read_peers(self) -> None:
+        """Take in the findings records other machines pushed to Redis since the last call (checked:
+        :meth:`fuzz.distributed.Store.read_new`): their signatures (and those they moved to) are
+        peers' here, and a reduced one's ops seed ``needs`` and ``avoid`` as this campaign's own do."""
+        for rec in self.store.read_new():
+            sig = rec.get("superseded_by") or rec["signature"]
+            self.peers.update({rec["signature"], sig})
+            if rec.get("reduced") and rec.get("program") and sig not in self.needs:
+                ops = F.op_names(rec["program"])
+                self.needs[sig] = ops
+                self.seed_needs.setdefault(sig, ops)
+                try:
+                    self._avoid(sig, rec["program"])
+                except (KeyError, ValueError, TypeError):  # (a program of another release's API)
+                    pass
 
     @staticmethod
     def _is_shrinking(found: Finding, shrunk: Finding) -> bool:
@@ -416,10 +450,14 @@ class Campaign:
             findings_file.append(self.findings_path, entry)
         except OSError as e:
             self.findings_error = self.findings_error or f"{self.findings_path}: {e}"
+        if self.store is not None:  # (before on_finding announces it; queued while the server is away)
+            self.store.push(entry)
 
     def close(self) -> None:
-        """Kill the workers (and anything they started)."""
+        """Kill the workers (and anything they started); a distributed campaign's last heartbeat and pushes."""
         self.runner.close()
+        if self.store is not None:
+            self.store.close()
 
     # ----------------------------------------------------------------- hypothesis
     def _test(self, program: dict) -> None:
@@ -589,6 +627,10 @@ class Campaign:
                     None)
         if new in self.corpus:
             self._known_now(signature, new)
+        elif twin is None and new != signature and self.store is not None and self._peer(new):
+            # (another machine of a distributed campaign recorded the reduced program's signature first)
+            self.peer_hits[new] += self.records.pop(signature).count
+            self._supersede(signature, new)
         elif twin is not None:
             self.records[twin].count += rec.count
             del self.records[signature]
@@ -621,11 +663,16 @@ class Campaign:
                 findings_file.supersede(self.findings_path, old, new, **extra)
             except OSError as e:
                 self.findings_error = self.findings_error or f"{self.findings_path}: {e}"
+        if self.store is not None:
+            self.store.push({"signature": old, "superseded_by": new,
+                             **({} if self.run_id is None else {"run": self.run_id, "job": self.job})})
 
     def run(self) -> dict:
         """Run until time or examples run out; returns the report (see :meth:`report`)."""
         self.start = time.monotonic()
         self.started = time.time()
+        if self.store is not None:
+            self.store.start(self._heartbeat_stats)
         index = 0
         try:
             while not self.done():  # (done() is also true once stopped)
@@ -639,6 +686,15 @@ class Campaign:
         finally:
             self.elapsed = time.monotonic() - self.start
         return self.report()
+
+    def _heartbeat_stats(self) -> dict:
+        """This campaign's stats as a distributed campaign's heartbeat carries them (JSON values)."""
+        elapsed = max(time.monotonic() - self.start, 1e-9)
+        s = self.stats
+        return {"programs": s.programs, "generated": s.generated, "findings": len(self.records),
+                "peer_hits": sum(self.peer_hits.values()), "started": self.started, "seconds": round(elapsed, 1),
+                "programs_per_second": round(s.programs / elapsed, 3), "seed": self.seed,
+                "jax_version": self.caps.get("jax_version")}
 
     @staticmethod
     def finding_entry(signature: str, rec: Record) -> dict:

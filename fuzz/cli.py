@@ -118,7 +118,8 @@ def _unwritable(directory: str) -> str:
 @click.option("--determinism/--no-determinism", default=True, show_default=True,
               help="Lower every program in a second process with another hash seed and compare.")
 @click.option("--database", default=".shardfuzz/examples", show_default=True,
-              help="Hypothesis example database directory ('' for none); findings.jsonl is written beside it.")
+              help="Hypothesis example database directory ('' for none); findings.jsonl is written beside it. "
+                   "redis://HOST:PORT/N: one campaign across machines (docs/distributed.md).")
 @click.option("--timeout", type=click.FloatRange(min=1), default=None,
               help="Seconds a program may run before it is a hang (default: scaled to the program).")
 @click.option("--corpus", "corpus_dir", default="corpus", show_default=True,
@@ -179,7 +180,15 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, venv_pyth
             _fail(f"cannot write the report to {report_path}: {d} is not a writable directory ({why}); "
                   f"choose another --report")
     # the findings file (and a report that cannot go to --report) lives beside the database
-    state_dir = (os.path.dirname(os.path.normpath(database)) or ".") if database else ".shardfuzz"
+    from fuzz import distributed
+
+    shown_db, remote = database, distributed.is_url(database)  # (a Redis URL is shown without its password)
+    if remote:  # the examples and findings in Redis, the findings file in .shardfuzz/
+        try:
+            shown_db = distributed.open_url(database)[0].display()
+        except distributed.RedisInputError as e:
+            _fail(str(e))
+    state_dir = (os.path.dirname(os.path.normpath(database)) or ".") if database and not remote else ".shardfuzz"
     findings_path = os.path.join(state_dir, "findings.jsonl")
     if os.path.exists(state_dir) and not os.path.isdir(state_dir):
         _fail(f"{state_dir} is a file, not a directory: shardfuzz keeps its findings file and reports there; "
@@ -247,6 +256,8 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, venv_pyth
                                 known_ops=known_ops, look_past=look_past, fresh=fresh)
         except WorkerError as e:
             _fail(f"{e} Pass --python with an interpreter that has jax installed.")
+        except distributed.RedisInputError as e:
+            _fail(str(e))
         campaign.peers_offset = findings_offset
     # From here a stop signal waits for a safe point of the campaign (which then reports what it has),
     # also while the start is announced: a signal right after the announcement must not lose the report.
@@ -256,10 +267,11 @@ def run(seconds, max_examples, seed, report_path, python, jax_version, venv_pyth
             campaign.close()
             _fail(problem)
         console.print(f"shardfuzz: JAX {campaign.caps['jax_version']} (jaxlib {campaign.caps['jaxlib_version']}), "
-                      f"{campaign.caps['n_devices']} host CPU devices; findings go to {findings_path} as found",
+                      f"{campaign.caps['n_devices']} host CPU devices; findings go to {findings_path}"
+                      + (f" and {shown_db}" if remote else "") + " as found",
                       markup=False, highlight=False, soft_wrap=True)
         if seed is not None and database:
-            console.print(f"shardfuzz: --seed {seed}: examples are saved to {database} but not replayed, "
+            console.print(f"shardfuzz: --seed {seed}: examples are saved to {shown_db} but not replayed, "
                           f"so that the campaign repeats", markup=False, highlight=False, soft_wrap=True)
         if hook is not None:
             console.print(f"shardfuzz: {FAULT_ENV} is set: faults are injected (for tests only)", markup=False,
@@ -679,7 +691,9 @@ def _register() -> None:
     from fuzz.export import export
     from fuzz.maintain import reduce_command
 
-    for command in (export, bisect, reduce_command):
+    from fuzz.distributed import status
+
+    for command in (export, bisect, reduce_command, status):
         main.add_command(command)
 
 

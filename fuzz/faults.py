@@ -7,7 +7,7 @@ inside JAX, records each that reproduces (and only those), and leaves no process
 A fault goes either into every io_callback host function (:func:`inject`: it fires
 inside JAX's execution) or at the end of the module (:func:`inject_module`: it fires
 when the worker execs the source, for any program). Hooks (``source -> source``) for
-``Campaign(source_hook=...)``: :func:`rotating`, :func:`once`, :func:`abort_some`,
+``Campaign(source_hook=...)``: :func:`rotating`, :func:`once`, :func:`abort_some`, :func:`raise_some`,
 :func:`lowering_only`, :func:`raising`; :func:`hook_from_spec` builds one from the test-only
 ``SHARDFUZZ_TEST_FAULT`` environment variable that ``shardfuzz run`` reads.
 """
@@ -114,6 +114,25 @@ def raising():
     return lambda source: f"{source}\n{code}"
 
 
+def raise_some(share: float = 1.0, words: int = len(WORDS)):
+    """A source hook that makes every call of a share of programs raise ``RuntimeError('injected fault WORD')``.
+
+    Which programs, and which of ``words`` messages, depend only on the program's mesh
+    line (sha256), which reducing a program keeps: an internal-error finding per word, no
+    crash (no fresh worker), whose reduction converges in a few runs. ``share``: in [0, 1].
+    """
+    def hook(source: str) -> str:
+        mesh = next((ln for ln in source.splitlines() if ln.startswith("mesh = ")), source)
+        h = int(hashlib.sha256(mesh.encode()).hexdigest(), 16)
+        if (h % 10000) >= share * 10000:
+            return source
+        word = WORDS[(h // 10000) % words]
+        return (f"{source}\ndef _shardfuzz_injected(*args):\n    raise RuntimeError('injected fault {word}')\n"
+                f"CALLS = [(label, _shardfuzz_injected, args) for label, fn, args in CALLS]\n")
+
+    return hook
+
+
 def lowering_only(fault: str, once: str | None = None):
     """A source hook whose fault fires only in the lowering worker (see :func:`inject_module`)."""
     return lambda source: inject_module(source, fault, once=once, only_lowering_worker=True)
@@ -123,20 +142,22 @@ def hook_from_spec(spec: str):
     """The source hook named by ``SHARDFUZZ_TEST_FAULT`` (test-only; never set it for a real campaign).
 
     ``abort`` or ``abort:SHARE`` (:func:`abort_some`, SHARE in [0, 1], default 1);
-    ``hang`` (every program hangs at module level). Raises ValueError for anything else.
+    ``raise`` or ``raise:SHARE`` (:func:`raise_some`); ``hang`` (every program hangs at
+    module level). Raises ValueError for anything else.
     """
     kind, _, arg = spec.partition(":")
-    if kind == "abort":
+    if kind in ("abort", "raise"):
         try:
             share = float(arg) if arg else 1.0
         except ValueError:
             share = -1.0
         if not 0.0 <= share <= 1.0:
-            raise ValueError(f"SHARDFUZZ_TEST_FAULT={spec}: the share after 'abort:' must be in [0, 1]")
-        return abort_some(share)
+            raise ValueError(f"SHARDFUZZ_TEST_FAULT={spec}: the share after '{kind}:' must be in [0, 1]")
+        return abort_some(share) if kind == "abort" else raise_some(share)
     if kind == "hang" and not arg:
         return lambda source: inject_module(source, "hang")
-    raise ValueError(f"SHARDFUZZ_TEST_FAULT={spec} is not 'abort', 'abort:SHARE' or 'hang' (a test-only setting)")
+    raise ValueError(f"SHARDFUZZ_TEST_FAULT={spec} is not 'abort', 'abort:SHARE', 'raise', 'raise:SHARE' or 'hang' "
+                     f"(a test-only setting)")
 
 
 def worker_processes(parent: int | None = None) -> set:
