@@ -682,7 +682,7 @@ def replay(corpus_dir, names, python, jax_version, venv_python, record):
 
 def _replay_row(entry: str, status: str, recorded: str, verdict: str, first: str, last: str, mark: str) -> str:
     """One line of ``shardfuzz replay``'s table (fixed-width columns)."""
-    return f"{entry:<34} {status:<6} {recorded:<20} {verdict:<20} {first:<8} {last:<8} {mark}".rstrip()
+    return f"{entry:<34} {status:<6} {recorded:<20} {verdict:<20} {first:<14} {last:<13} {mark}".rstrip()
 
 
 def _register() -> None:

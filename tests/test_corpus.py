@@ -1,9 +1,12 @@
-"""Corpus replay: every entry is replayed on the installed JAX; entries keep their status.
+"""Corpus replay: every entry is replayed on the installed JAX; entries keep their verdicts.
 
-On the release an entry was recorded on, an ``open`` entry (a known JAX bug) must still
-reproduce its signature and a ``fixed`` one must not: when JAX fixes a bug this test
-fails (mark the entry ``fixed``: it becomes a regression test). On other releases the
-verdict (reproduces / does not reproduce / not applicable here) is printed, not checked.
+Where an entry records a verdict for the installed release (``releases.tested``, written by
+``shardfuzz replay --record`` and ``shardfuzz bisect``), the replay must give the same one: an
+open bug that stopped reproducing, or a fixed one that came back, fails this test (record the
+new verdict, and mark the entry ``fixed`` once it no longer reproduces on the newest release:
+it stays a regression test of the releases where it showed). Without a recorded verdict, only
+on the release an entry was recorded on is its status checked; elsewhere the verdict
+(fuzz/replay.py) is printed, not checked.
 """
 from pathlib import Path
 
