@@ -507,6 +507,7 @@ def main() -> None:
     for line in sys.stdin:
         if not line.strip():
             continue
+        received = time.time()  # (benchmarks/phases.py: the request's time in the pipe)
         req = json.loads(line)
         start = time.perf_counter()
         try:
@@ -517,6 +518,7 @@ def main() -> None:
         reply["seconds"] = time.perf_counter() - start
         if timer is not None:
             reply["phases"] = timer.take()
+            reply["received_at"] = received
         out.write(json.dumps(reply) + "\n")
         out.flush()
 
