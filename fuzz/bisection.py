@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -64,13 +63,17 @@ def parse_pip_versions(text: str) -> list:
 
 
 def released_versions() -> list:
-    """The released jax versions PyPI offers (``pip index versions jax``), oldest first; BisectError if pip fails."""
-    try:
-        r = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "jax"], capture_output=True, text=True,
-                           timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise BisectError(f"cannot run pip to list jax releases ({type(e).__name__}); check the network") from None
-    return parse_pip_versions(r.stdout + "\n" + r.stderr)
+    """The released X.Y.Z jax versions the package index offers, oldest first, >= fuzz.provision.OLDEST,
+    whatever Python each needs (fuzz.provision.releases: the venv of a release is made with an
+    interpreter its wheels fit), so that ranges run to the newest release; X.Y.Z.W post-releases
+    (0.12.0.1) are left out. BisectError when the index does not answer."""
+    from fuzz.provision import releases
+
+    found = releases()
+    if not found:
+        raise BisectError("the package index did not list the versions of jax; check that PyPI is reachable "
+                          "(pip index versions jax)")
+    return sorted({v for v in found if VERSION.fullmatch(v) and version_tuple(v) >= OLDEST}, key=version_tuple)
 
 
 def select(versions: list, lo: str | None, hi: str | None) -> list:

@@ -33,6 +33,19 @@ def test_release_list_from_pip():
         B.parse_pip_versions("ERROR: No matching distribution found for jax")
 
 
+def test_bisect_lists_the_releases_every_python_can_have(monkeypatch):
+    """Ranges run to the newest release: jax 0.11.0 on needs Python >= 3.12, which a bisect run from
+    Python 3.11 makes its venvs with; post-releases (0.12.0.1) are not bisected."""
+    import fuzz.provision
+
+    monkeypatch.setattr(fuzz.provision, "releases", lambda timeout=None: ["0.12.1", "0.12.0.1", "0.12.0", "0.11.2",
+                                                                         "0.10.2", "0.4.26", "0.4.25"])
+    assert B.released_versions() == ["0.4.26", "0.10.2", "0.11.2", "0.12.0", "0.12.1"]
+    monkeypatch.setattr(fuzz.provision, "releases", lambda timeout=None: None)
+    with pytest.raises(B.BisectError, match="PyPI"):
+        B.released_versions()
+
+
 def fake(rule):
     """A verdict function from ``rule(version tuple) -> verdict`` that counts its calls."""
     calls = []
