@@ -7,8 +7,8 @@
 
 Each run is a default campaign (determinism on, no database, ``--jobs`` campaigns at once
 with the seeds ``shardfuzz run --jobs`` gives them: fuzz.parallel.job_seed) that stops at
-the first finding of the bug's *kind* in any job (``../shared/seeds.md``), judged on the finding and the
-program that showed it, never on hand-written programs:
+the first finding of the bug's *kind* in any job (the seed bugs are described below), judged on the
+finding and the program that showed it, never on hand-written programs:
 
 - A: the worker aborts (SIGABRT with a ``Check failed`` line) on a program with an
   ordered io_callback;
@@ -16,7 +16,6 @@ program that showed it, never on hand-written programs:
   that takes a reverse-mode derivative (grad, value_and_grad, vjp, jacrev) through a shard_map;
 - C: JAX raises on a valid program combining vmap with spmd_axis_name and shard_map,
   with one of the messages of seed C's family.
-
 - public reports (issue 8's table; described in our words, matched by kind and features,
   never by program):
   - jax-21403 (0.4.26): a wrong value (differential) from calls with cumsum, cumprod or
@@ -34,6 +33,32 @@ program that showed it, never on hand-written programs:
   Internal errors are judged on the failing call's features (:func:`call_features`).
   ``--jax-version`` defaults to the release named here (``default`` for the seeds: the
   environment's JAX, except A: 0.4.38 and B: 0.4.28).
+
+The three seed bugs are real JAX bugs that shardfuzz must find from its general grammar,
+starting from an empty database (described here in our words; neither the generator nor the
+corpus encodes them):
+
+- A, ordered io_callback under shard_map: a function of a 2-D and a 1-D array calls
+  ``io_callback(..., ordered=True)`` and returns ``x + y[..., None]``; run as
+  ``jit(shard_map(f))`` on a 4-device mesh (first input split along its last dim) and, in the
+  same process, as plain ``jit(f)``, the second call aborts (PJRT ``Check failed`` about a
+  device buffer's layout: the token that orders effects is handed over in the wrong form).
+  On 0.4.26-0.4.38 the ``jit(shard_map(f))`` call alone aborts earlier (``Check failed`` in
+  XLA's sharding propagation: the token not counted as a parameter); both fixed in 0.5.0; not
+  with ``ordered=False``. Some bugs need two calls in one process.
+- B, grad of shard_map lowers differently in every process: ``jit(grad(f))`` of
+  ``f(x) = sum(shard_map(g)(x))`` over a 4-axis mesh (all devices on the first axis), in_specs
+  splitting x over the first two axes, body ``psum(sin(block), (first two axes))``. The
+  residual's sharding lists the mesh axis names in Python's set order, so the StableHLO
+  changes with ``PYTHONHASHSEED`` and the persistent compilation cache misses (0.4.27 and
+  0.4.28; fixed in 0.4.29, names sorted).
+- C, vmap with spmd_axis_name over a shard_map over a capturing vmap: an outer
+  ``vmap(..., spmd_axis_name='x')`` on a 2x4 mesh ('x', 'y'); inside, a ``shard_map`` over 'y'
+  applies ``vmap(lambda s: v + s)`` whose body captures ``v``, which the outer vmap batches.
+  JAX raises on this valid program, worded by release: "too many values to unpack"
+  (0.4.26-0.4.35), a StableHLO verifier error about a dimension size (0.4.36 on, checks off),
+  "should be of type `Manual`" (0.7 on, check_vma on); every release from 0.4.26 to 0.10.2
+  fails. Without spmd_axis_name it works.
 
 Prints one JSON line per seed (seconds to the find, or null after --seconds; where the jobs'
 time went: ``generated`` programs drawn fresh, ``shrink_seconds`` shrinking and reducing the

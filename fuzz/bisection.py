@@ -6,7 +6,7 @@ fuzz.provision; this interpreter for its own jax version) and gets a verdict rec
 
 - ``reproduces``: the same signature;
 - ``fails differently``: another finding shows instead (messages change across releases:
-  seed C's in ../shared/seeds.md does; triage decides whether it is the same bug);
+  seed C's, described in benchmarks/rediscover.py, does; triage decides whether it is the same bug);
 - ``does not reproduce``;
 - ``not applicable here``: the release lacks an API the program needs (fuzz.replay).
 

@@ -85,7 +85,7 @@ def fails_alike(runner: Runner, program: dict, target: Finding, call) -> bool:
 
     ``target`` is what the entry's program shows on that release (:func:`finding_on`):
     another release may word the same bug differently (seed C: three messages over the
-    releases, ``../shared/seeds.md``), so each release keeps its own finding through
+    releases, ``benchmarks/rediscover.py``), so each release keeps its own finding through
     the reduction (:func:`oracles.common.same_finding`), as the main release keeps the
     entry's.
     """

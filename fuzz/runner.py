@@ -25,7 +25,7 @@ RECYCLE_BYTES = 6 << 30  # ...or once its resident memory exceeds this (bytes)
 ROTATE_HASH_SEED = 50  # programs between hash seeds of the lowering worker (see Runner.recycle)
 # The lowering worker's PYTHONHASHSEEDs, in turn (the main worker's is 0). JAX keeps axis
 # names in sets and frozensets (manual axes, varying axes, residual shardings: seed B in
-# ../shared/seeds.md), so a lowering that depends on hash order shows when the two seeds
+# benchmarks/rediscover.py), so a lowering that depends on hash order shows when the two seeds
 # iterate a set of axis names in other orders. For a pair of names that is a coin toss
 # for a seed picked at random (seed 2 orders {'x', 'y'} as seed 0 does), so these are
 # seeds of 1..399 whose iteration order differs from seed 0's on most sets of axis names

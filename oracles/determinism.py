@@ -4,7 +4,7 @@ The campaign lowers every call in its main worker after running them all, and in
 worker started with another ``PYTHONHASHSEED`` (lowering only, no compile: twice, before
 and after ``jax.clear_caches()``). Any difference is a finding with a unified diff of the
 first differing lines: a lowering that depends on Python's hash seed defeats the
-persistent compilation cache (seed B in ``../shared/seeds.md``).
+persistent compilation cache (seed B, described in ``benchmarks/rediscover.py``).
 """
 from __future__ import annotations
 

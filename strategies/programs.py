@@ -463,7 +463,7 @@ class _Gen:
         reverse mode transposes their rules. Without it, a call that the parameters reach
         was one equation of many: measured over 1000 drawn programs (seed 1, jax 0.4.28's
         capabilities), a reverse-mode derivative went through a shard_map in 12, and seed
-        B (../shared/seeds.md) showed in 7 of 30 such programs.
+        B (benchmarks/rediscover.py) showed in 7 of 30 such programs.
 
         ``active``: per parameter, whether a derivative reaches it (see chain_call). Under a
         derivative the operands are drawn 3 times in 4 among the *active* values (Scope.local,

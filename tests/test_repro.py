@@ -269,7 +269,7 @@ OLD_VENV = os.path.expanduser("~/.cache/shardfuzz/venvs/jax-0.4.28")
 @pytest.mark.skipif(not os.path.exists(os.path.join(OLD_VENV, ".shardfuzz-ready")),
                     reason="needs the cached jax 0.4.28 venv (shardfuzz run --jax-version 0.4.28 makes it)")
 def test_determinism_repro_shows_seed_b_on_jax_0_4_28(tmp_path):
-    # seed B (../shared/seeds.md): grad of a shard_map over a 4-axis mesh lowers with the axis names in
+    # seed B (benchmarks/rediscover.py): grad of a shard_map over a 4-axis mesh lowers with the axis names in
     # hash-seed order on jax 0.4.27-0.4.28
     g = fn(["b"], [eqn("sin", ["b"], ["s"]), eqn("psum", ["s"], ["p"], axes=["x", "y"])], ["p"])
     f0 = fn(["a"], [eqn("call", ["a"], ["v1"], transforms=[shard_map([[["x", "y"]]], [[None]])], fn=g),
