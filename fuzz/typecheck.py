@@ -335,7 +335,7 @@ def _enter(t: dict, ctx: Ctx, args: list) -> tuple:
         # jax.jit(f, inline=True) traces f into the enclosing jaxpr, so f runs however that
         # jaxpr runs: a checkpoint called eagerly evaluates its jaxpr op by op, and a shard_map
         # there is an eager one ("Eager shard_map cannot return a `jax.Ref`", jax 0.10.2, a
-        # default campaign's finding of session 33 under checkpoint): an inlined jit does not
+        # default campaign's finding of 2026-12-05@9d2d504 under checkpoint): an inlined jit does not
         # make its body traced-under-jit
         return replace(ctx, jit=ctx.jit or not t.get("inline")), list(args)
     if kind == "auto_axes":

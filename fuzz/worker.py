@@ -389,7 +389,7 @@ def _drop_effect_tokens() -> None:
     (``jax._src.dispatch.runtime_tokens``, jax 0.4.26-0.10.2) and clears them only when all are
     fine: a token whose computation failed (an io_callback that raised inside a multi-device
     computation) stays, and every later effects_barrier in the process raises its error again,
-    whatever program runs (found session 39: a program of one jnp.sin got a stale io_callback
+    whatever program runs (found 2026-12-06@b554ed7: a program of one jnp.sin got a stale io_callback
     error). Cleared here, the next call and program start clean.
     """
     try:

@@ -113,7 +113,7 @@ def normalize(message: str, limit: int = 160) -> str:
     # the callback's own error is the last line ("RuntimeError: Incorrect output shape for
     # return value #0: ..."); and XLA prefixes "Error dispatching computation: " once per
     # enclosing dispatch (none to three), which the nesting of jit and shard_map decides, not
-    # the bug (session 39: one all_to_all batching bug, three signatures): dropped
+    # the bug (2026-12-06@b554ed7: one all_to_all batching bug, three signatures): dropped
     if _CALLBACK_TRACEBACK.search(first) and len(lines) > 1:
         first = _CALLBACK_TRACEBACK.sub(lambda m: m.group(1) + lines[-1].strip(), first)
     first = _DISPATCH.sub("", first)

@@ -226,7 +226,7 @@ class _Gen:
         # programs to 27% (measured side by side on jax 0.10.2, 300 programs / 240 s). Two
         # entries were right while Hypothesis' mutants held programs near the simplest; drawn
         # afresh (strategies.fresh), one entry gave more distinct signatures on 3 seeds of 3
-        # and x1.12 programs/s (session 39, benchmarks/campaigns.py revs, docs/measurements.md)
+        # and x1.12 programs/s (2026-12-06@b554ed7, benchmarks/campaigns.py revs, docs/measurements.md)
         rare = [k for k in kinds if k in RARE_KINDS]
         if rare:
             kinds = [k for k in kinds if k not in RARE_KINDS] + ["rare"]
@@ -472,7 +472,7 @@ class _Gen:
         often read values computed from captured constants only (a captured input through a
         vmap argument, a constant through a nested call's parameter), which the derivative never
         reaches: their transpose rules never run. Of 9 drawn programs with a seeded wrong
-        transpose of psum_scatter (benchmarks/seeded.py --hit-rate, session 40), 4 of the 6
+        transpose of psum_scatter (benchmarks/seeded.py --hit-rate, 2026-12-06@a5cb656), 4 of the 6
         silent ones scattered such a constant.
 
         At least one parameter is float32 (the caller's duty), so a float result always exists.
@@ -631,7 +631,7 @@ class _Gen:
         a shard_map body and every example of a vmap, so the cotangent reaching a collective
         over that axis is uniform along it unless a varying value multiplies it afterwards: a
         transpose rule that permutes it the wrong way gives the right gradient. A seeded mutant
-        of ppermute's transpose stayed silent so in 6 of 6 programs that drew it (session 16),
+        of ppermute's transpose stayed silent so in 6 of 6 programs that drew it (2026-12-03@1a9d34a),
         and in 6 of 6 again when each loss term was scaled so over one drawn axis (a term left
         plain, or the index over another axis than the permuted one): hence the whole loss,
         and every axis (the linear index varies along each).
@@ -910,7 +910,7 @@ def unbatched_collective(eqn: dict, args: list, ctx: T.Ctx) -> bool:
     That composition is where two of the known JAX bugs of 0.10.2 hit most often, in their
     forward form (corpus entries differential-83bfe5218ca5: all_to_all of a closed-over value;
     internal-error-d0aa84fa2c68: all_gather, the AssertionError in core.pvary; together 103 of
-    2102 and 47 of 1130 programs in two session-29 campaigns), so it is an option that swarm
+    2102 and 47 of 1130 programs in two 2026-12-05@3a4e10b campaigns), so it is an option that swarm
     testing and the avoidance of known bugs can leave out (strategies.swarm), finer than
     leaving out ``capture`` or ``vmap_axis_name``. Not covered: the same bugs reached through
     a derivative (an unbatched cotangent or tangent meets the collective: 83bfe5218ca5's grad

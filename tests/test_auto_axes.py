@@ -117,7 +117,7 @@ def test_generated_programs_with_auto_axes_agree(worker):
     from hypothesis import seed as hseed
 
     # seeded runs until 3 are found: one run's count moves with every change to the draws, and
-    # they come in clusters (session 40: 4 / 0 / 0 / 5 / 0 / 3 programs with auto_axes in seeds
+    # they come in clusters (2026-12-06@a5cb656: 4 / 0 / 0 / 5 / 0 / 3 programs with auto_axes in seeds
     # 0-5 of 400 before the active-values change, 0 / 1 / 0 / 3 / 0 / 10 after)
     for s in range(8):
         @hseed(s)

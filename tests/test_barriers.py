@@ -98,7 +98,7 @@ def test_a_barrier_of_values_varying_differently_varies_as_both(worker):
 def test_shard_alike_under_vmap_batches_both_results(worker):
     """JAX broadcasts the unbatched operand of shard_alike under vmap (``_shard_alike_batcher``):
     its result is batched too, so out_axes None for it is refused, as JAX refuses it (ValueError
-    "got axis spec None but output was batched"; a campaign of session 35 drew it)."""
+    "got axis spec None but output was batched"; a campaign of 2026-12-05@416e082 drew it)."""
     body = fn(["a"], [eqn("shard_alike", ["x1", "a"], ["s", "t"])], ["s"])
 
     def prog(out_axes):

@@ -314,7 +314,7 @@ def test_a_failed_callback_does_not_leak_its_error_into_the_next_call():
     """jax.effects_barrier() keeps the runtime token of a multi-device computation whose io_callback
     raised, and raises its error again at every later barrier (jax._src.dispatch.runtime_tokens,
     checked on 0.10.2): the worker drops it (fuzz.worker._drop_effect_tokens), so that a later
-    call, here a plain jnp.sin, is not charged with the earlier call's error (session 39: a
+    call, here a plain jnp.sin, is not charged with the earlier call's error (2026-12-06@b554ed7: a
     campaign's finding whose program was one jnp.sin)."""
     from fuzz import worker
     import jax

@@ -132,7 +132,7 @@ def test_a_wrong_value_bug_reduces_to_one_record():
         sig = c.reduce(f.signature)
         # Hypothesis may draw one of those smaller programs later: replayed from the cache, its
         # finding (counted, never recorded, not known) must not become the target of a shrink
-        # (it did: KeyError in the README check of session 26, a 2-job campaign at 350 s)
+        # (it did: KeyError in the README check of 2026-12-04@4bbee13, a 2-job campaign at 350 s)
         counted = [k for k, found in c.cache.items()
                    if any(g.signature not in c.records and g.signature not in c.known for g in found)]
         assert counted, "no smaller program carried another value signature: the test lost its premise"

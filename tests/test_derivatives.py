@@ -302,7 +302,7 @@ def test_a_wrong_ppermute_transpose_inside_the_body_is_caught_only_by_a_varying_
     # the generator draws that loss where it can: over 600 programs, some grads inside a body
     # or a named vmap take it (none without _Gen.vary_loss). Twelve seeds of 50, not two of 150:
     # a seed's programs come in clusters (Hypothesis' span mutations), and two seeds gave 0 to 11
-    # as unrelated draws moved; twelve gave 19-31 (session 24)
+    # as unrelated draws moved; twelve gave 19-31 (2026-12-04@d4987c0)
     drawn = []
 
     def walk(f):
@@ -356,8 +356,8 @@ def test_under_a_derivative_operands_are_picked_among_the_values_it_reaches(monk
     exactly the visible values the derivative reaches (fuzz.features.active_values, a walk of
     each drawn program's JSON; a subset of them where one function is called under two
     chains), so it leaves out the body's values computed from captured constants only (a
-    psum_scatter of such a value never runs its transpose: session 40's silent seeded
-    mutant). Both checks fail on session 39's rule (the body's own values)."""
+    psum_scatter of such a value never runs its transpose: the 2026-12-06@a5cb656 silent seeded
+    mutant). Both checks fail on the 2026-12-06@b554ed7 rule (the body's own values)."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hseed
 
@@ -414,7 +414,7 @@ def test_ops_under_a_derivative_mostly_read_the_functions_own_values(monkeypatch
     reaches (Scope.local) 3 times in 4 (Scope.sample): a captured value is a constant to the
     derivative, so a collective on it is never transposed. Over 600 drawn programs,
     collectives under a derivative read their function's own values in 85% of draws; uniform
-    picks read them in 58% (measured, session 17). Since session 40 Scope.local holds the
+    picks read them in 58% (measured, 2026-12-03@c112f03). Since 2026-12-06@a5cb656 Scope.local holds the
     active values only, and a draw counts here when some candidate is one."""
     import fuzz.ops.collectives as C
 
@@ -432,11 +432,11 @@ def test_ops_under_a_derivative_mostly_read_the_functions_own_values(monkeypatch
     monkeypatch.setattr(C, "_varying_first", spy)
     # many seeds, few programs each: Hypothesis' generation copies parts of a program into the
     # next ones (span mutations), so a seed's programs come in clusters. Two seeds of 300 fell
-    # from 85% to 71% with ppermute's axis preference (session 19), which twelve seeds of 50 show
+    # from 85% to 71% with ppermute's axis preference (2026-12-03@aa939ad), which twelve seeds of 50 show
     # leaves the share as it was: 78-84% against 78-86% on three disjoint seed ranges
-    # (60 a seed since the casts pvary and unreduced_psum joined the collectives, session 26: they
+    # (60 a seed since the casts pvary and unreduced_psum joined the collectives, 2026-12-04@4bbee13: they
     # pick their operand otherwise, and 50 a seed gave 36 draws here, under the 40 the share needs)
-    # (session 29, with the random ops: 73% over seeds 11-46, 62.5% with uniform picks; single
+    # (2026-12-05@3a4e10b, with the random ops: 73% over seeds 11-46, 62.5% with uniform picks; single
     # ranges of 12 seeds gave 66-79%, and one run order 64%: hence 36 seeds and 0.67)
     drawn_programs(tuple(range(11, 47)), 60)
     assert count["drawn"] >= 120, count

@@ -228,7 +228,7 @@ def test_a_lowering_worker_past_its_limit_is_stopped_while_the_other_is_waited_f
         lowering.submit(inject_module(source, "memory"), "only")
         # the main program lasts until the lowering worker is stopped (a zombie until reaped, or
         # gone), up to 120 s: a fixed 6 s was too short for it to import JAX and grow on a loaded
-        # 2-core machine (session 41: the breach came after the main program had ended)
+        # 2-core machine (2026-12-06@23a0f5a: the breach came after the main program had ended)
         main.submit(source + WAIT_FOR_EXIT.format(pid=lowering.proc.pid))
         assert main.collect(60, watch=(lowering,))["status"] == "ok"
         assert lowering._breach is not None  # stopped (killed) while main ran

@@ -1,6 +1,6 @@
 """A campaign's draws are independent programs, not Hypothesis' mutants of the draw before
 (strategies/fresh.py). No JAX: programs are drawn as a campaign's rounds draw them
-(benchmarks/draws.py, the census the README's figures come from) and counted."""
+(benchmarks/draws.py, the census docs/measurements.md's figures come from) and counted."""
 from __future__ import annotations
 
 import json

@@ -425,7 +425,7 @@ def test_drawn_programs_with_movement_ops_agree_with_jax(worker, p):
 
 def test_shard_map_stays_among_the_most_drawn_transforms():
     """The mission's core keeps its share as the grammar grows. Measured over 300 programs
-    (Hypothesis seeds 1-5 and derandomized, session 13): shard_map in 24-39% of them, first or
+    (Hypothesis seeds 1-5 and derandomized, 2026-12-02@be7a43b): shard_map in 24-39% of them, first or
     second after jit (vmap is the other); pooled below, 30-31%. With shard_map as two entries of
     the transform draw and the control-flow and Jacobian kinds as one entry each (before
     strategies.programs.RARE_KINDS) it was in 22-27% of the programs (65 of one run of 300).
@@ -460,7 +460,7 @@ def test_most_calls_are_jitted_as_jax_code_is():
     whole function only under jit). Before, a jit came first in 365 of 1736 calls (1000
     programs, seed 0); this test fails on that generator. Pooled over four seeded runs, as
     the shard_map share above: one derandomized run of 200 moved from 38% to 33% when the
-    generator's other draws changed (session 14)."""
+    generator's other draws changed (2026-12-02@2894563)."""
     from hypothesis import seed
 
     seen = {"calls": 0, "jit": 0}
@@ -701,7 +701,7 @@ def test_an_op_has_twins_on_its_operands():
     """One equation in eight after an op is a twin of it (another op of its family with the same
     parameters, on the same operands: strategies.programs.twins), the pattern of a sum and a max
     pooling of one value; drawn apart, such a pair is chance (0 of 3098 equations over the same
-    600 programs without twins, 35 of 2885 with them, session 27)."""
+    600 programs without twins, 35 of 2885 with them, 2026-12-04@41d3647)."""
     import fuzz.ops as O
     from helpers import drawn_programs
     from strategies.programs import twins
@@ -710,7 +710,7 @@ def test_an_op_has_twins_on_its_operands():
         return {k: v for k, v in a.items() if k not in ("op", "outs")} == \
             {k: v for k, v in b.items() if k not in ("op", "outs")}
 
-    # (pooled over four seeds: one pair of seeds drew 9 to 36 twins as the grammar grew, session 31)
+    # (pooled over four seeds: one pair of seeds drew 9 to 36 twins as the grammar grew, 2026-12-05@a09b8b5)
     pairs = [(a["op"], b["op"]) for p in drawn_programs([1, 2, 3, 4], 300) for f in p["functions"].values()
              for a, b in zip(f["eqns"], f["eqns"][1:])
              if a["op"] in O.REGISTRY and b["op"] in {o.name for o in twins(O.get(a["op"]))} and same(a, b)]

@@ -45,7 +45,7 @@ def test_differential_fires_on_wrong_value(worker):
 
 def chaotic_scan():
     """lax.scan carrying c -> sum(sin(x1 + c)) over 8 steps, x1 of 16 elements: each step can
-    multiply a last-bit difference by up to 16 (a campaign's false finding, session 28)."""
+    multiply a last-bit difference by up to 16 (a campaign's false finding, 2026-12-05@7735edd)."""
     step = fn(["c", "x"], [eqn("add", ["x1", "c"], ["v1"]), eqn("sin", ["v1"], ["v2"]),
                            eqn("sum", ["v2"], ["v3"], axis=None)], ["v3"])
     return program(mesh=(("y", 1),), inputs=[("x0", (), 0), ("x1", (16,), 0), ("x2", (8,), 0)],
@@ -192,7 +192,7 @@ def test_signature_ignores_names_numbers_and_addresses():
     assert normalize("but PartitionSpec('z', 'z') has duplicate entries for `z`") == \
         normalize("but P('z', 'z') has duplicate entries for `z`") == "but P(…) has duplicate entries for `z`"
     # a mesh keeps its axis types and nothing else: two Auto meshes (a pmap's own mesh and the
-    # program's, session 33) are not an Auto and an Explicit one (corpus internal-error-1f2028a54d22)
+    # program's, 2026-12-05@9d2d504) are not an Auto and an Explicit one (corpus internal-error-1f2028a54d22)
     same = "mesh should be the same across the entire program. Got mesh shape for one sharding {} and {} for another"
     auto = "AbstractMesh('x': 4, 'y': 2, axis_types=(Auto, Auto), device_kind=cpu, num_cores=None, platform=cpu)"
     pmap = "AbstractMesh('i': 8, axis_types=(Auto,), device_kind=cpu, num_cores=None, platform=cpu)"
@@ -209,7 +209,7 @@ def test_signature_ignores_names_numbers_and_addresses():
         "function <lambda> at <path>:N traced for scan returned a ref"
     assert "github.com/jax-ml/jax/issues" in normalize("open an issue at https://github.com/jax-ml/jax/issues please")
     assert "jax/_src/core.py" in normalize("raised in jax/_src/core.py in pvary")
-    # a host callback's error: its own last line is the bug, XLA's dispatch prefixes are not (session 39)
+    # a host callback's error: its own last line is the bug, XLA's dispatch prefixes are not (2026-12-06@b554ed7)
     tb = ("CpuCallback error calling callback: Traceback (most recent call last):\n"
           '  File "/x/site-packages/jax/_src/callback.py", line 825, in _wrapped_callback\n'
           "RuntimeError: Incorrect output shape for return value #0: Expected: {}, Actual: (1, 1)")

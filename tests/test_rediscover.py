@@ -154,7 +154,7 @@ def test_xla_49122_is_not_a_dynamic_slice_of_a_captured_array():
     p["calls"][0]["transforms"] = [{"kind": "jit"}, {"kind": "map", "in_axes": [0, None]}]
     p["inputs"][0]["shape"] = [2, 4]
     assert not match(_wrong(p, [0]), p)
-    # in a shard_map body the slice is of a device's block (session 39: the fold of differential-b909f86363df)
+    # in a shard_map body the slice is of a device's block (2026-12-06@b554ed7: the fold of differential-b909f86363df)
     p["inputs"][0]["shape"] = [4]
     p["calls"][0]["transforms"] = [{"kind": "jit"}, {"kind": "shard_map", "in_specs": [None, None], "out_specs": [None],
                                                      "check_vma": True, "axis_names": None}]

@@ -204,7 +204,7 @@ def test_metamorphic_repro_compares_the_two_calls(tmp_path):
 def test_export_takes_a_callbacks_repros_own_assertion_as_the_finding():
     """export's judge (fuzz.export.judge_run) knows the message of the repro's check_callbacks:
     a callbacks finding whose repro fails on the values its host function received is shown
-    (session 45: the judge still looked for the message the repro had before session 42, and
+    (2026-12-07@2290ae1: the judge still looked for the message the repro had before 2026-12-06@bd982f0, and
     refused every callbacks finding); the repro passing is not."""
     from fuzz.export import Case, judge_run
     from fuzz.export import run_repro as export_run

@@ -105,7 +105,7 @@ def test_exposure_knows_where_a_collective_is_transposed():
 def test_exposure_of_a_transpose_needs_an_operand_the_derivative_reaches():
     """A collective of a captured constant under a derivative is never transposed (its operand
     is no active value, fuzz.features.active_values): no transpose exposure; of the
-    differentiated parameter it is. Session 40: 4 of 6 silent programs counted for
+    differentiated parameter it is. 2026-12-06@a5cb656: 4 of 6 silent programs counted for
     psum_scatter_transpose_axis0 scattered such a constant. Fails without the active check."""
     def prog(operand):
         f = fn(["a1"], [eqn("psum_scatter", [operand], ["v1"], axes=["x"], axis=1)], ["v1"])
@@ -397,7 +397,7 @@ def test_most_loss_terms_are_random_linear_functionals():
 
     # many seeds, few programs each (Hypothesis' span mutations make a seed's programs come in
     # clusters): twelve seeds of 50 gave ratios of 1.5-3.8 on three disjoint seed ranges with and
-    # without ppermute's axis preference (session 19), where two seeds of 150 fell from 1.48 to 0.85
+    # without ppermute's axis preference (2026-12-03@aa939ad), where two seeds of 150 fell from 1.48 to 0.85
     for p in drawn_programs(tuple(range(1, 13)), 50):
         for f in p["functions"].values():
             walk(f)

@@ -139,7 +139,7 @@ def test_releases_before_0_9_track_no_sharding_types():
 
 
 def test_reshard_split_makes_a_split_that_later_rules_see():
-    """A one-way reshard of a replicated value is split in its type (the campaign of session 34
+    """A one-way reshard of a replicated value is split in its type (the campaign of 2026-12-05@fa339ff
     drew a split of 8 over 8 shards into halves JAX refuses when it was typed replicated)."""
     p = program(mesh=(("x", 2), ("y", 4)), axis_type="explicit", inputs=[("x0", (1, 8), 3)],
                 functions={"f0": fn(["a"], [eqn("reshard_split", ["a"], ["r"], axes=["y", "x"], dim=1),
@@ -192,7 +192,7 @@ def test_ops_on_a_shard_maps_split_results_agree_with_jax(worker, transforms):
 def test_the_reference_and_reducer_type_a_program_under_its_releases_rules():
     """On jax 0.8.1 (no sharding types) an io_callback may read a shard_map's result on an
     Explicit mesh, which the newest rules call split and refuse. The generator draws such
-    programs for 0.8.1 (2 in a 10-minute campaign of session 48); the reference, the reducer's
+    programs for 0.8.1 (2 in a 10-minute campaign of 2026-12-07@cd44d21); the reference, the reducer's
     validity check and corpus validation typed them under the newest rules and called them
     invalid (an ``invalid`` finding of the generator's own making)."""
     from fuzz.program import validate_entry, validate_program

@@ -123,7 +123,7 @@ def test_a_disabled_option_is_never_drawn(option):
     if count(frozenset(), 80):
         return
     # a rarer option: fresh draws as a campaign draws them (a derandomized sequence of 1280 can
-    # miss an option of about 1 program in 90: ppermute_multi_axis, session 49)
+    # miss an option of about 1 program in 90: ppermute_multi_axis, 2026-12-07@0005e80)
     from helpers import drawn_programs
 
     assert any(option in S.program_names(p) for p in drawn_programs(range(1, 4), 400)), f"{option} never drawn"

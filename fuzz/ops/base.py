@@ -375,8 +375,8 @@ class Scope:
         active values, those the derivative reaches: a value computed from captured ones only
         is a constant to the derivative, so an op on it is never differentiated (its JVP and
         transpose rules never run): silent programs with a seeded mutant of ppermute's
-        transpose permuted captured values (session 17), of psum_scatter's computed ones
-        (session 40).
+        transpose permuted captured values (2026-12-03@c112f03), of psum_scatter's computed ones
+        (2026-12-06@a5cb656).
         """
         if self.chained:
             return names[0]  # (the value just made, when this op may read it)

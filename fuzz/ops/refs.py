@@ -19,7 +19,7 @@ Typing rules (measured on jax 0.10.2):
 - under jit only. Eagerly a ref's value is committed to one device (``SingleDeviceSharding``
   of device 0 for an uncommitted operand, measured), so an op mixing it with an array
   committed to the mesh raises "Received incompatible devices for jitted computation" (a
-  default campaign's finding, session 31: the program's fault, not JAX's); in a shard_map body
+  default campaign's finding, 2026-12-05@a09b8b5: the program's fault, not JAX's); in a shard_map body
   eager shard_map evaluates each primitive on its own and raises "Eager shard_map cannot
   return a `jax.Ref`. Please wrap your shard_map in `jax.jit`" (JAX's rule, tested in its
   tests/shard_map_test.py);

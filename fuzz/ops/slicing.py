@@ -49,7 +49,7 @@ def slice_bounds(draw, n: int, optional: bool = False) -> tuple:
     shrinking goes there), each bound written from the start, from the end (negative) or, where
     it is the dim's end and ``optional``, as None; otherwise any bounds within the schema's limits
     (BOUND), so empty and out-of-range slices stay in the grammar. Independent bounds in
-    [-n - 1, n + 1] made 50-67% of the static slices empty (session 49: an empty
+    [-n - 1, n + 1] made 50-67% of the static slices empty (2026-12-07@0005e80: an empty
     ``.at[3:2].set(u)`` is a no-op, an empty ``x[3:2]`` a zero-size array every later op computes
     nothing from), where real code slices rows it means to use.
     """
