@@ -276,7 +276,7 @@ def analyse(url: str, machines: list) -> dict:
         if m.killed_at is not None:
             killed_announced += len(said)
             killed_kept += len(said) - len(missing)
-    peer_hits = sum(sum(j.get("peer_hits", 0) for j in (m.report() or {}).get("job_stats", [])) for m in machines)
+    peer_hits = sum(int(st.get("peer_hits") or 0) for st in held["machines"].values())  # (from the heartbeats)
     return {"machines": len(machines), "signatures": signatures, "recorders": {s: sorted(v) for s, v in recorders.items()},
             "reductions": {s: sorted(v) for s, v in reductions.items()}, "claims_held_by_other": other,
             "local_union": sorted(local), "announced": announced, "announced_lost": lost,

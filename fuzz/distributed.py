@@ -682,7 +682,7 @@ def collect(address: Address, client, echo=None) -> dict:
             warn("a machine's stats that are not JSON")
             continue
         machines[name] = {k: stats.get(k) for k in ("programs", "generated", "findings", "started", "seconds",
-                                                    "programs_per_second", "last_seen", "state", "seed",
+                                                    "programs_per_second", "last_seen", "state", "seed", "peer_hits",
                                                     "jax_version", "unpushed")
                           if isinstance(stats.get(k), (int, float, str)) and not isinstance(stats.get(k), bool)}
     alive = {n for n in machines if client.exists(address.key("alive", n))}

@@ -192,6 +192,7 @@ def test_untrusted_records_are_skipped_with_a_warning(server, tmp_path):
     client.rpush("shardfuzz:findings", json.dumps(good))
     bad = [b"{not json", b"\x80\x04\x95pickle.", json.dumps([1, 2]),
            json.dumps({**good, "signature": "hostile program", "program": {"calls": "__import__('os').system('x')"}}),
+           json.dumps({**good, "signature": "a key the schema refuses", "program": {**a_program(), "x": "y"}}),
            json.dumps({**good, "signature": "hostile machine", "machine": "m\nshardfuzz: fake line"}),
            json.dumps({**good, "signature": "bad count", "count": "9"}),
            json.dumps({**good, "signature": "x" * 3000})]
