@@ -75,7 +75,8 @@ class RedisServer:
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                log = (self.dir / "redis.log").read_text(errors="replace")[-500:] if (self.dir / "redis.log").exists() else ""
+                path = self.dir / "redis.log"
+                log = path.read_text(errors="replace")[-500:] if path.exists() else ""
                 raise RuntimeError(f"redis-server did not start on 127.0.0.1:{self.port}: {log}")
             time.sleep(0.05)
 
@@ -234,7 +235,8 @@ def analyse(url: str, machines: list) -> dict:
     and local findings files.
 
     Returns {"machines", "signatures" (distinct, the union of the machines' last records
-    not moved), "recorders" ({signature: machines that pushed a finding record of it}),
+    not moved), "recorders" ({signature: machines that pushed a finding record of it}; not
+    for shardfuzz's own generator / reference findings, which are not always claimed),
     "reductions" ({signature: machines that pushed a reduced or reducer-run record of it}),
     "claims_held_by_other" (signatures recorded by a machine other than the claimant),
     "local_union" (signatures of the machines' findings files), "announced", "announced_lost"
@@ -254,14 +256,13 @@ def analyse(url: str, machines: list) -> dict:
     for rec in held["records"]:
         latest[(rec["machine"], rec["signature"])] = rec
         pushed.add(rec["signature"][:SIG_WIDTH])
-        if "superseded_by" in rec:
+        if "superseded_by" in rec or rec.get("oracle") in OWN:  # (shardfuzz's own bugs are not claimed)
             continue
         recorders.setdefault(rec["signature"], set()).add(rec["machine"])
         if rec.get("reduced") or rec.get("reduction_runs"):
             reductions.setdefault(rec["signature"], set()).add(rec["machine"])
     signatures = sorted({sig for (m, sig), rec in latest.items() if "superseded_by" not in rec})
-    other = sorted(sig for sig, ms in recorders.items()
-                   if held["claims"].get(sig) not in ms and latest.get((next(iter(ms)), sig), {}).get("oracle") not in OWN)
+    other = sorted(sig for sig, ms in recorders.items() if held["claims"].get(sig) not in ms)
     local = set()
     for m in machines:
         path = m.dir / ".shardfuzz" / "findings.jsonl"
@@ -277,7 +278,8 @@ def analyse(url: str, machines: list) -> dict:
             killed_announced += len(said)
             killed_kept += len(said) - len(missing)
     peer_hits = sum(int(st.get("peer_hits") or 0) for st in held["machines"].values())  # (from the heartbeats)
-    return {"machines": len(machines), "signatures": signatures, "recorders": {s: sorted(v) for s, v in recorders.items()},
+    return {"machines": len(machines), "signatures": signatures,
+            "recorders": {s: sorted(v) for s, v in recorders.items()},
             "reductions": {s: sorted(v) for s, v in reductions.items()}, "claims_held_by_other": other,
             "local_union": sorted(local), "announced": announced, "announced_lost": lost,
             "killed_announced": killed_announced, "killed_kept": killed_kept, "skipped": held["skipped"],
@@ -347,7 +349,10 @@ def main() -> None:
         out = {"seconds": args.seconds, "machines": args.machines, "fault": args.fault,
                "programs_per_second_alone": one,
                "programs_per_second_together": survivors,
-               "note": "together: summed over the machines that wrote a report (the killed one has none)",
+               "programs_per_second_together_heartbeats": round(sum(
+                   float(st.get("programs_per_second") or 0) for st in a["machine_stats"].values()), 3),
+               "note": "together: summed over the machines that wrote a report (the killed one has none); "
+                       "_heartbeats: over every machine's last heartbeat, the killed one's too",
                "distinct_signatures": len(a["signatures"]),
                "alone_findings": len((alone.report() or {}).get("findings", [])),
                "signatures_recorded_by_more_than_one_machine": sum(len(v) > 1 for v in a["recorders"].values()),

@@ -187,9 +187,9 @@ def check(address: Address, client=None):
     :data:`FORMAT`, keys without ``P:meta``, or a ``P:findings`` whose first item is not
     a findings record (later items that are not are skipped as they are read).
     """
+    client = client or connect(address)  # (RedisInputError without the redis package)
     import redis
 
-    client = client or connect(address)
     where = f"{address.host}:{address.port}"
     shown = address.display()
     try:
@@ -227,7 +227,7 @@ def check(address: Address, client=None):
         raise RedisInputError(f"Redis at {where} refused the password ({_why(e)}); give the right one as "
                               f"redis://:PASSWORD@{where}/{address.db} or in ${PASSWORD_ENV}") from None
     except redis.ConnectionError as e:
-        raise RedisInputError(f"cannot reach Redis at {where} ({_no_secret(_why(e), '')}); start the server there "
+        raise RedisInputError(f"cannot reach Redis at {where} ({_why(e)}); start the server there "
                               f"or fix the --database URL") from None
     except redis.TimeoutError as e:
         tls = " (rediss:// needs a server that speaks TLS there)" if address.tls else ""
