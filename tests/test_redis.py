@@ -330,3 +330,18 @@ def test_three_machines_share_one_campaign_and_a_killed_one_loses_nothing(server
     assert len(data["machines"]) == 3 and data["jobs"] == 3
     assert {f["signature"] for f in data["findings"]} <= set(a["signatures"])
     assert data["programs"] >= sum(m.report()["programs"] for m in survivors)
+
+
+def test_the_raise_fault_keys_on_the_mesh_line():
+    """SHARDFUZZ_TEST_FAULT=raise:SHARE (the three-machine test's findings): the same mesh line, the same
+    message, whatever else the program holds (so a reduction keeps it); a share out of [0, 1] is refused."""
+    from fuzz.faults import hook_from_spec
+
+    hook = hook_from_spec("raise:1")
+    a = hook("mesh = Mesh(devices, ('x',))\nCALLS = []\n")
+    b = hook("import numpy\nmesh = Mesh(devices, ('x',))\nCALLS = [1]\n")
+    word = a.split("injected fault ")[1].split("'")[0]
+    assert f"injected fault {word}'" in b
+    assert hook_from_spec("raise:0")("mesh = m\n") == "mesh = m\n"
+    with pytest.raises(ValueError, match="raise:"):
+        hook_from_spec("raise:2")
