@@ -289,7 +289,8 @@ def analyse(url: str, machines: list) -> dict:
 def run_machines(server: RedisServer, base: Path, count: int, seconds: float, fault: str | None,
                  kill_after: float | None, database: str | None = None, prefix: str = "") -> tuple:
     """``count`` machines at once for ``seconds``; the last one SIGKILLed ``kill_after`` seconds after it
-    started (None: never). Returns (machines, wall seconds)."""
+    started (None: never), or later, once it has announced a finding, but before its ``seconds`` are up.
+    Returns (machines, wall seconds)."""
     url = database or server.url(prefix=prefix)
     t0 = time.monotonic()
     machines = [start_machine(f"m{i}", base / f"m{i}", url, seconds, fault) for i in range(count)]
@@ -298,8 +299,9 @@ def run_machines(server: RedisServer, base: Path, count: int, seconds: float, fa
         deadline = time.monotonic() + 300
         while not victim.started() and victim.proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
-        until = time.monotonic() + kill_after
-        while time.monotonic() < until and victim.proc.poll() is None:
+        until, last = time.monotonic() + kill_after, time.monotonic() + max(kill_after, seconds - 2)
+        while victim.proc.poll() is None and (time.monotonic() < until
+                                              or not victim.announced() and time.monotonic() < last):
             time.sleep(0.2)
         if victim.proc.poll() is None:
             victim.kill()

@@ -301,7 +301,7 @@ def test_three_machines_share_one_campaign_and_a_killed_one_loses_nothing(server
     programs raise one of 8 messages), the third SIGKILLed mid-run: every signature is recorded, shrunk and
     reduced by one machine only (its claimant), the Redis union is the union of the findings files, every
     finding any console announced is in Redis, and ``status`` merges them."""
-    machines, _ = bench.run_machines(server, tmp_path, 3, 40, "raise:0.4", kill_after=25)
+    machines, _ = bench.run_machines(server, tmp_path, 3, 40, "raise:0.5", kill_after=20)
     survivors, victim = machines[:2], machines[2]
     for m in survivors:
         assert m.proc.returncode in (0, 1), m.stderr()
