@@ -613,7 +613,7 @@ def replay(corpus_dir, names, python, jax_version, venv_python, record):
 
     from fuzz.execute import WorkerError
     from fuzz.program import CorpusError, corpus_files, write_entry
-    from fuzz.provision import ProvisionError, interpreter
+    from fuzz.provision import ProvisionError, worker_python
     from fuzz.replay import replay_entry
     from fuzz.runner import Runner
     from fuzz.verdicts import VERSION, of_replay, with_verdict
@@ -633,15 +633,10 @@ def replay(corpus_dir, names, python, jax_version, venv_python, record):
             _fail(f"no entry {missing[0]!r} in {os.path.abspath(corpus_dir)}; give a file name from there "
                   f"(e.g. {pairs[0][0].stem})")
         pairs = [(p, e) for p, e in pairs if p.stem in wanted]
-    if python and jax_version:
-        _fail("give either --python or --jax-version, not both")
-    interp = python
-    if jax_version:  # (the venv is made with --venv-python, else $SHARDFUZZ_VENV_PYTHON, else this interpreter)
-        try:
-            interp = interpreter(jax_version, python=venv_python or os.environ.get("SHARDFUZZ_VENV_PYTHON"),
-                                 log=lambda s: click.echo(s, err=True))
-        except ProvisionError as e:
-            _fail(str(e))
+    try:
+        interp = worker_python(python, jax_version, venv_python, log=lambda s: click.echo(s, err=True))
+    except ProvisionError as e:
+        _fail(str(e))
     try:
         runner = Runner(python=interp)
     except WorkerError as e:
