@@ -31,7 +31,8 @@ from pathlib import Path
 import click
 
 from fuzz.provision import installed_jax_version  # noqa: F401 (the jax installed here; tests import it from here)
-from fuzz.render import BUG_MARK, CALLBACKS_MARK, release_caps, render_repro
+from fuzz.render import release_caps
+from fuzz.repro import BUG_MARK, CALLBACKS_MARK, render_repro
 from fuzz.typecheck import CHECKPOINT_POLICIES, transform_name
 from fuzz.util import hide_install_path
 from oracles.internal_error import JAXPR_MARK
@@ -509,7 +510,7 @@ def judge_run(case: Case, run: Run) -> str:
             message = JAXPR_MARK + message
         sig = internal_error.signature(err["type"], message, err["traceback"])
         return "" if sig == case.signature else f"repro.py raised {sig[:200]!r}, not the recorded {case.signature[:200]!r}"
-    if case.oracle == "crash" and case.kind == "memory":  # (the repro's watch_memory thread, fuzz.render)
+    if case.oracle == "crash" and case.kind == "memory":  # (the repro's watch_memory thread, fuzz.repro)
         ok = run.returncode == 1 and "Memory: resident" in run.stderr
         return "" if ok else f"repro.py {what}, its memory stayed under the recorded limit"
     if case.oracle == "crash":
@@ -529,7 +530,7 @@ def judge_run(case: Case, run: Run) -> str:
         if err is None or err["type"] != "builtins.AssertionError" or internal_error.raise_module(err["traceback"]):
             return f"repro.py {what}, not its own assertion"
         msg = err["message"]
-        if case.oracle == "callbacks":  # (fuzz.render's check_callbacks)
+        if case.oracle == "callbacks":  # (fuzz.repro's check_callbacks)
             ok = msg.startswith(CALLBACKS_MARK)
         elif case.kind == "wrong-shape":
             ok = bool(re.search(r"shape|outputs, expected", msg))

@@ -102,9 +102,9 @@ def op_names(program: dict) -> frozenset:
     nested functions included (a call's body, a custom rule's functions); ``call`` (a
     nested transform chain) is not an op. ``program``: a program dict
     (``fuzz/schemas/program.schema.json``)."""
-    from fuzz.reduce import _scopes
+    from fuzz.walk import scopes
 
-    return frozenset(e["op"] for _, fn in _scopes(program) for e in fn["eqns"]) - {"call"}
+    return frozenset(e["op"] for _, fn in scopes(program) for e in fn["eqns"]) - {"call"}
 
 
 def names_read(eqns: list) -> set:

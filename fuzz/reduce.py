@@ -85,6 +85,9 @@ from fuzz import typecheck as T
 from fuzz.program import validate_program
 from fuzz.render import NEWEST_CAPS, render
 from fuzz.typecheck import ProgramError
+from fuzz.walk import is_fn as _is_fn
+from fuzz.walk import scopes as _scopes
+from fuzz.walk import subfns as _subfns
 
 # Keys every equation has; any other key of an equation is a parameter, except a nested
 # function (a dict with params/eqns/results, or a list of them) and a transform chain.
@@ -138,32 +141,6 @@ def _get(obj, path):
     for k in path:
         obj = obj[k]
     return obj
-
-
-def _is_fn(x) -> bool:
-    return isinstance(x, dict) and {"params", "eqns", "results"} <= x.keys()
-
-
-def _subfns(eqn: dict):
-    """(key path, function) of each function nested in an equation: a value or list item."""
-    for k, v in eqn.items():
-        if _is_fn(v):
-            yield (k,), v
-        elif isinstance(v, list):
-            for j, w in enumerate(v):
-                if _is_fn(w):
-                    yield (k, j), w
-
-
-def _scopes(program: dict):
-    """(path, function) of every function, nested ones too, in pre-order."""
-    def walk(path, fn):
-        yield path, fn
-        for i, e in enumerate(fn["eqns"]):
-            for key, sub in _subfns(e):
-                yield from walk(path + ("eqns", i) + key, sub)
-    for name, fn in program["functions"].items():
-        yield from walk(("functions", name), fn)
 
 
 def _chains(program: dict):

@@ -139,7 +139,7 @@ RENDER_NAMES = frozenset({
     "NamedSharding", "P", "CALLS", "CALLBACK_LOG", "make_input", "log_callback", "tuple_grad", "lax_scan",
     "tuple_value_and_grad", "resharded", "weights", "tuple_vjp", "tuple_jvp", "lax_map", "tuple_jac", "tuple_cond",
     "tuple_fori", "tuple_while", "tuple_linearize", "expected", "check", "main",
-    # names of the repro scripts (fuzz.render.REPRO_NAMES; a test keeps the two in step)
+    # names of the repro scripts (fuzz.repro.REPRO_NAMES; a test keeps the two in step)
     "sys", "subprocess", "difflib", "re", "tempfile", "faulthandler", "base64", "seeded", "run_earlier", "record",
     "received", "check_outputs", "check_callbacks", "canonical", "lowering", "lowering_in", "out", "first",
     "again", "diff", "f", "threading", "time", "watch_memory", "donated"})

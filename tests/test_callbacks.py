@@ -108,7 +108,7 @@ def test_vmap_method_is_rendered_as_the_release_names_it():
 
 def test_a_repro_logs_a_pure_callback_only_when_it_checks_callbacks():
     # a repro of another oracle has no log: no line at all (it once rendered "lambda x: None(x)")
-    from fuzz.render import render_repro
+    from fuzz.repro import render_repro
 
     p = vmap_program("sequential")
     for oracle, logs in (("internal-error", False), ("callbacks", True)):
@@ -201,7 +201,7 @@ def test_oracle_edge_cases_by_position():
 
 
 def test_the_repros_check_reads_positions_nan_inf_and_both_expected_forms():
-    from fuzz.render import render_repro
+    from fuzz.repro import render_repro
 
     p = vmap_program("sequential")
     finding = {"oracle": "callbacks", "kind": "wrong-value", "message": "m", "call": 0}

@@ -16,7 +16,8 @@ from fuzz.features import features
 from fuzz.program import validate_program
 from fuzz.reduce import candidates, reduce_program
 from fuzz.reference import evaluate, make_input
-from fuzz.render import render, render_repro
+from fuzz.render import render
+from fuzz.repro import render_repro
 from fuzz.typecheck import ProgramError, check_program
 from helpers import JIT, call, eqn, fn, program, shard_map, vmap
 from strategies.programs import chain_variants, programs

@@ -14,7 +14,8 @@ from fuzz import typecheck as T
 from fuzz.features import features
 from fuzz.program import validate_program
 from fuzz.reference import evaluate, make_input
-from fuzz.render import render, render_repro
+from fuzz.render import render
+from fuzz.repro import render_repro
 from fuzz.typecheck import ProgramError, check_program
 from helpers import JIT, agree_with_jax, call, eqn, fn, program, ring, shard_map, vmap
 from strategies.programs import programs

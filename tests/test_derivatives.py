@@ -10,7 +10,8 @@ import pytest
 
 import oracles
 from fuzz.reference import Reference, evaluate, make_input, weights
-from fuzz.render import _JVP_SRC, _VJP_SRC, _WEIGHTS_SRC, render, render_repro
+from fuzz.render import _JVP_SRC, _VJP_SRC, _WEIGHTS_SRC, render
+from fuzz.repro import render_repro
 from fuzz.typecheck import ProgramError, check_program
 from helpers import JIT, call, drawn_programs, eqn, fn, program, ring, shard_map, vmap
 

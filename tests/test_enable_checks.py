@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from fuzz.features import features
 from fuzz.program import validate_program
 from fuzz.reduce import reduce_program, size
-from fuzz.render import NEWEST_CAPS, render, render_repro
+from fuzz.render import NEWEST_CAPS, render
+from fuzz.repro import render_repro
 from helpers import JIT, call, eqn, fn, program
 from strategies.programs import programs
 

@@ -268,12 +268,12 @@ def test_the_other_partitioner_clears_a_shardy_bug_only(tmp_path):
 
 
 def test_a_memory_finding_repro_ends_once_its_memory_passes_the_recorded_limit(found, tmp_path):
-    """The repro of a crash of kind memory (fuzz.render's watch_memory): it exits 1 with its
+    """The repro of a crash of kind memory (fuzz.repro's watch_memory): it exits 1 with its
     "Memory:" line once the process passes the recorded GiB, and export's judge takes only that."""
     import sys
 
     from fuzz.export import Case, judge_run, run_repro
-    from fuzz.render import render_repro
+    from fuzz.repro import render_repro
 
     p, _, caps = found["fold"]
     for gib, shows in ((0.05, True), (64.0, False)):  # (importing JAX alone takes more than 0.05 GiB)
@@ -322,7 +322,8 @@ def test_the_finders_install_path_stays_out_of_the_repro_and_the_issue():
     <lambda> at /.../site-packages/jax/_src/lax/control_flow/loops.py:2735") is shown from
     site-packages on in the repro's header, the issue's title and its description."""
     from fuzz.export import Case, Run, issue_text, title
-    from fuzz.render import NEWEST_CAPS, render_repro
+    from fuzz.render import NEWEST_CAPS
+    from fuzz.repro import render_repro
 
     p = fold_program()
     message = ("function <lambda> at /home/someone/private/.venv/lib/python3.11/site-packages/jax/_src/lax/"

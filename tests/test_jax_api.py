@@ -28,7 +28,8 @@ import pytest
 import oracles
 from fuzz import jax_api as A
 from fuzz import ops as O
-from fuzz.render import NEWEST_CAPS, render, render_repro
+from fuzz.render import NEWEST_CAPS, render
+from fuzz.repro import render_repro
 from fuzz.replay import applicable
 from fuzz.typecheck import TRANSFORMS, context_refusal, release_rules, root_ctx, transform_name
 from helpers import JIT, call, drawn_programs, eqn, fn, program

@@ -10,7 +10,9 @@ import os
 import subprocess
 import sys
 
-from fuzz.render import NEWEST_CAPS, render_repro
+from fuzz.render import NEWEST_CAPS
+
+from fuzz.repro import render_repro
 from helpers import JIT, call, eqn, fn, program
 from oracles import internal_error
 from oracles.internal_error import JAXPR_MARK

@@ -1,4 +1,4 @@
-"""Repros (fuzz.render.render_repro): each shows its finding by its exit status, run as a user runs it.
+"""Repros (fuzz.repro.render_repro): each shows its finding by its exit status, run as a user runs it.
 
 Every repro here runs in a fresh ``python repro.py`` process with an environment
 without XLA_FLAGS (the script sets the device count itself): non-zero when the bug
@@ -18,7 +18,8 @@ import pytest
 from fuzz.faults import inject_module
 from fuzz.program import validate_program
 from fuzz.reference import evaluate, make_input
-from fuzz.render import BUG_MARK, NEWEST_CAPS, render, render_repro
+from fuzz.render import NEWEST_CAPS, render
+from fuzz.repro import BUG_MARK, render_repro
 from fuzz.typecheck import ProgramError
 from helpers import JIT, call, eqn, fn, program, shard_map
 

@@ -10,7 +10,8 @@ import pytest
 
 from fuzz import typecheck as T
 from fuzz.features import features
-from fuzz.render import NEWEST_CAPS, render, render_repro
+from fuzz.render import NEWEST_CAPS, render
+from fuzz.repro import render_repro
 from helpers import JIT, agree_with_jax, call, drawn_programs, eqn, fn, program, shard_map, vmap
 
 GRAD = {"kind": "grad", "argnums": [0]}

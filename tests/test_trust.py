@@ -194,7 +194,7 @@ def test_files_are_written_with_the_users_umask(tmp_path):
 
 
 def test_repro_names_are_reserved_in_programs():
-    from fuzz.render import REPRO_NAMES
+    from fuzz.repro import REPRO_NAMES
     from fuzz.typecheck import RESERVED
 
     assert REPRO_NAMES <= RESERVED

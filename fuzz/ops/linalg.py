@@ -10,7 +10,7 @@ converts around an f32 dot), as the NumPy reference does (:func:`fuzz.ops.base.c
 int32 accumulates in int32, wrapping, in both. ``transpose`` moves any dtype.
 
 ``conv`` is a one-channel convolution of a float32 value along dim ``axis`` with the kernel
-``weights(seed, (window,))`` (fuzz.reference.weights): the dim is moved last, the others
+``weights(seed, (window,))`` (fuzz.values.weights): the dim is moved last, the others
 folded into the batch dim, and ``lax.conv_general_dilated`` computes, per XLA's Conv
 (https://openxla.org/xla/operation_semantics#conv, a correlation: the kernel is not flipped),
 ``out[k] = sum_j w[j] * x'[k * stride + j * rhs_dilation]`` where ``x'`` is ``x`` with
@@ -239,7 +239,7 @@ class Conv(Windowed):
         e.update(window=1, rhs_dilation=1)
 
     def reference(self, r, eqn, xs, ts, ctx):
-        from fuzz.reference import weights
+        from fuzz.values import weights
 
         x = xs[0]
         pos = len(ctx.axes) + eqn["axis"]
@@ -368,7 +368,7 @@ class ConvNC(Windowed):
         e.update(window=min(e["window"], n), lo=0, hi=0, rhs_dilation=1, lhs_dilation=1)
 
     def reference(self, r, eqn, xs, ts, ctx):
-        from fuzz.reference import weights
+        from fuzz.values import weights
 
         xp = r.xp
         K = len(ctx.axes)

@@ -1,7 +1,7 @@
 """Reductions: ``sum mean max`` over one dim or all (``axis`` null), ``argmax argmin``, and ``wsum``.
 
 ``wsum`` is a seeded weighted sum of all elements, ``sum(x * weights(seed, x.shape))``
-(fuzz.reference.weights): a random linear functional, so that a grad's cotangent is not
+(fuzz.values.weights): a random linear functional, so that a grad's cotangent is not
 all ones. ``max`` picks one element at ties: never under grad. ``mean`` and ``max`` of
 no element (an empty extent, from an empty slice) are refused: NaN / an error in NumPy.
 
@@ -173,7 +173,7 @@ class WeightedSum(ExprOp):
         return {"op": self.name, "args": [arg], "outs": [out], "seed": draw(st.integers(0, 255))}
 
     def reference(self, r, eqn, xs, ts, ctx):
-        from fuzz.reference import weights
+        from fuzz.values import weights
 
         K = len(ctx.axes)
         x = xs[0]
