@@ -156,6 +156,7 @@ class StubRunner:
         self.stats = Stats()
         self.lowerer = None
         self.found = []
+        self.last_generator_errors = []  # (fuzz.runner.Runner: the generator errors of the last run)
 
     def run(self, program):
         return list(self.found), "source"
