@@ -10,7 +10,6 @@ they are counted apart (``known`` in the report), never reduced again.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections import Counter
@@ -24,6 +23,7 @@ from fuzz import distributed
 from fuzz import features as F
 from fuzz import findings as findings_file
 from fuzz import ops as O
+from fuzz.program import program_key
 from fuzz.reduce import reduce_program, without_ops, without_vma_checks
 from fuzz.render import render
 from fuzz.runner import Runner, default_timeout
@@ -92,11 +92,6 @@ class _ShrinkOver(BaseException):
     of it drawing programs in the shrinker, py-spy, 2026-12-03@c112f03). The smallest program that
     showed the finding is already recorded (``_test``).
     """
-
-
-def program_key(program: dict) -> str:
-    """A stable hash of a program (for caching and file names)."""
-    return hashlib.sha256(json.dumps(program, sort_keys=True).encode()).hexdigest()[:16]
 
 
 class SaveOnlyDatabase(ExampleDatabase):

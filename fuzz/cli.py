@@ -14,7 +14,6 @@ import json
 import math
 import os
 import shlex
-import signal
 import sys
 import tempfile
 import threading
@@ -23,7 +22,7 @@ import time
 import click
 
 from fuzz import __version__
-from fuzz.util import INTERRUPTS, atomic_write_text, check_environment, unsupported
+from fuzz.util import INTERRUPTS, StopSignals, UsageError, atomic_write_text, check_environment, unsupported
 
 DEBUG_ENV = "SHARDFUZZ_DEBUG"  # =1: print the traceback of an internal error
 FAULT_ENV = "SHARDFUZZ_TEST_FAULT"  # test-only: inject faults into every program (see fuzz.faults.hook_from_spec)
@@ -42,6 +41,8 @@ class _Shardfuzz(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
+        except UsageError as e:  # (bad input found below the CLI: fuzz.util.UsageError)
+            _fail(str(e))
         except KeyboardInterrupt as e:
             _fail(f"interrupted ({e.args[0] if e.args else 'SIGINT'})")
         except Exception as e:
@@ -57,36 +58,6 @@ class _Shardfuzz(click.Group):
 @click.version_option(__version__, prog_name="shardfuzz")
 def main() -> None:
     """shardfuzz: a fuzzer for JAX's sharding transforms (jit, shard_map, vmap, grad, io_callback)."""
-
-
-class _Stop:
-    """SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, until :meth:`wrap_up`.
-
-    After that (the report is being written, the workers killed) they are ignored, so
-    that a second signal cannot cut the wrap-up short; ``name`` is the first signal's.
-    ``forward()``, if set, is called on every such signal, also during the wrap-up
-    (``--jobs N``: it asks the other jobs to stop, :meth:`fuzz.parallel.Jobs.stop`).
-    """
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-    def __init__(self):
-        self.name = None
-        self.wrapping_up = False
-        self.forward = None
-        for s in self.SIGNALS:
-            signal.signal(s, self._handle)
-
-    def _handle(self, signum, frame) -> None:
-        self.name = self.name or signal.Signals(signum).name
-        if self.forward is not None:
-            self.forward()
-        if not self.wrapping_up and not INTERRUPTS.defer(signal.Signals(signum).name):
-            raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    def wrap_up(self) -> None:
-        self.wrapping_up = True
-        INTERRUPTS.pending = None  # (handled: ``name`` keeps it for the report)
 
 
 def _unwritable(directory: str) -> str:
@@ -147,7 +118,7 @@ def _unwritable(directory: str) -> str:
 def run(seconds, max_examples, seed, report_path, python, jax_version, venv_python, determinism, database, timeout,
         corpus_dir, fail_on_known, jobs, swarm, avoid_known, look_past, fresh, shrink, disabled):
     """Run a fuzzing campaign against JAX on 8 host CPU devices."""
-    stop = _Stop()
+    stop = StopSignals()
     from fuzz import parallel
 
     n_jobs = min(jobs or parallel.default_jobs(), max_examples or math.inf)  # (each job draws one program at least)
@@ -357,7 +328,7 @@ def _run_with_progress(campaign, console, seconds, max_examples, stop, jobs=None
     ``jobs``: the other jobs of ``--jobs N`` (:class:`fuzz.parallel.Jobs`, not started
     here): the bar sums their progress, they are stopped when this campaign is
     interrupted or fails (and this campaign when one of them fails), and the report is
-    the merge of all (:func:`fuzz.parallel.merge_reports`); ``announced``: the set of
+    the merge of all (:func:`fuzz.reports.merge_reports`); ``announced``: the set of
     signatures announced so far (the bar's findings count with ``jobs``).
     """
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -426,6 +397,7 @@ def _gather(jobs, campaign, report, failure, stop, console, corpus_signatures, t
     internal error) and merge their reports with ``report`` (job 0's): (merged report, '' or the internal
     error line of the first job that failed)."""
     from fuzz import parallel
+    from fuzz.reports import merge_reports
 
     if failure or stop.name or jobs.failed() is not None:
         jobs.stop()
@@ -454,7 +426,7 @@ def _gather(jobs, campaign, report, failure, stop, console, corpus_signatures, t
         if failed.get("traceback"):
             console.print(failed["traceback"], markup=False, highlight=False)
         error = _internal_error(f"job {failed['job']}: {failed['error']}")
-    merged = parallel.merge_reports([job0] + results, time.monotonic() - t0, corpus_signatures)
+    merged = merge_reports([job0] + results, time.monotonic() - t0, corpus_signatures)
     return merged, error
 
 

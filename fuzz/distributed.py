@@ -705,11 +705,11 @@ FILE_ONLY = ("campaign_started", "seed", "jax_version", "jaxlib_version", "run",
 
 
 def merged_report(held: dict, now: float | None = None) -> dict:
-    """The merged report of what :func:`collect` read: :func:`fuzz.parallel.merge_reports` over
+    """The merged report of what :func:`collect` read: :func:`fuzz.reports.merge_reports` over
     the machines (each one "job", recovered from its records), plus ``machines`` (per
     machine: ``machine``, ``live``, ``state``, ``programs``, ``programs_per_second``,
     ``findings``, ``last_seen_seconds_ago``), ``records_skipped`` and ``claims``."""
-    from fuzz.parallel import merge_reports
+    from fuzz.reports import merge_reports
 
     now = time.time() if now is None else now
     names = list(held["machines"])
@@ -768,18 +768,17 @@ def status(url, report_path):
     """
     import redis
 
-    from fuzz.cli import _fail
-    from fuzz.util import atomic_write_text
+    from fuzz.util import UsageError, atomic_write_text
 
     if not is_url(url):
-        _fail(f"{url[:80]!r} is not a Redis URL; give redis://HOST:PORT/N, as passed to run --database")
+        raise UsageError(f"{url[:80]!r} is not a Redis URL; give redis://HOST:PORT/N, as passed to run --database")
     try:
         address, client = open_url(url)
         held = collect(address, client, lambda line: click.echo(line, err=True))
     except RedisInputError as e:
-        _fail(str(e))
+        raise UsageError(str(e))
     except redis.RedisError as e:
-        _fail(f"lost {parse_url(url).display()} while reading it ({_why(e)}); try again")
+        raise UsageError(f"lost {parse_url(url).display()} while reading it ({_why(e)}); try again")
     report = merged_report(held)
     report["database"] = address.display()
     click.echo(f"{address.display()}: {sum(r['live'] for r in report['machines'])} live of "
@@ -799,5 +798,5 @@ def status(url, report_path):
         try:
             atomic_write_text(report_path, json.dumps(report, indent=1, default=str))
         except OSError as e:
-            _fail(f"cannot write the report to {report_path} ({e.strerror or e}); choose another --report")
+            raise UsageError(f"cannot write the report to {report_path} ({e.strerror or e}); choose another --report")
         click.echo(f"report: {report_path}")

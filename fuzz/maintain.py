@@ -20,6 +20,7 @@ from fuzz.program import CorpusError, add_faces, corpus_files, entry_path, load_
 from fuzz.reduce import Reduction, reduce_program
 from fuzz.render import render
 from fuzz.runner import Runner
+from fuzz.util import UsageError
 from oracles.common import Finding, normalize, same_finding
 
 
@@ -175,17 +176,16 @@ def reduce_command(entries, max_runs, max_seconds, python, also_on, venv_python)
     and written atomically; an entry whose reduced program or signature equals another
     entry's of the same directory is merged into that one.
     """
-    from fuzz.cli import _fail
     from fuzz.execute import WorkerError
 
     try:
         loaded = [(Path(p), load_entry(p)) for p in entries]
     except CorpusError as e:
-        _fail(str(e))
+        raise UsageError(str(e))
     from fuzz.provision import ProvisionError, check_venv_python, worker_python
 
     if venv_python and not also_on:
-        _fail("--venv-python makes the venvs of --also-on releases; give --also-on X.Y.Z too")
+        raise UsageError("--venv-python makes the venvs of --also-on releases; give --also-on X.Y.Z too")
     others, runner = [], None
     try:
         if also_on:
@@ -197,7 +197,7 @@ def reduce_command(entries, max_runs, max_seconds, python, also_on, venv_python)
     except (WorkerError, ProvisionError) as e:
         for r in others + ([runner] if runner else []):
             r.close()
-        _fail(str(e))
+        raise UsageError(str(e))
     try:
         for path, entry in loaded:
             res = reduce_entry(entry, runner, max_runs, max_seconds, also=others)

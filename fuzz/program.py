@@ -323,3 +323,8 @@ def corpus_files(directory: str | Path) -> list:
     if not d.is_dir():
         return []
     return [(p, load_entry(p)) for p in sorted(d.glob("*.json"))]
+
+
+def program_key(program: dict) -> str:
+    """A stable hash of a program (16 hex digits; for caching, file names and merging findings)."""
+    return hashlib.sha256(json.dumps(program, sort_keys=True).encode()).hexdigest()[:16]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import uuid
 
 # hypothesis-jsonschema 0.23.1 breaks from Hypothesis 6.170.10 on ("'many' object has
@@ -19,6 +20,45 @@ class EnvironmentProblem(SystemExit):
 
         print(f"shardfuzz: {msg}", file=sys.stderr)
         super().__init__(2)
+
+
+class UsageError(Exception):
+    """Bad input a user can mend: its message is one line saying what is wrong and what to do.
+
+    Raised below the command line (a command defined in fuzz/maintain.py or
+    fuzz/distributed.py, say); ``shardfuzz`` prints it as ``shardfuzz: MESSAGE`` and exits 2
+    (fuzz/cli.py).
+    """
+
+
+class StopSignals:
+    """SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, until :meth:`wrap_up`.
+
+    After that (the report is being written, the workers killed) they are ignored, so
+    that a second signal cannot cut the wrap-up short; ``name`` is the first signal's.
+    ``forward()``, if set, is called on every such signal, also during the wrap-up
+    (``--jobs N``: it asks the other jobs to stop, :meth:`fuzz.parallel.Jobs.stop`).
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self):
+        self.name = None
+        self.wrapping_up = False
+        self.forward = None
+        for s in self.SIGNALS:
+            signal.signal(s, self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        self.name = self.name or signal.Signals(signum).name
+        if self.forward is not None:
+            self.forward()
+        if not self.wrapping_up and not INTERRUPTS.defer(signal.Signals(signum).name):
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    def wrap_up(self) -> None:
+        self.wrapping_up = True
+        INTERRUPTS.pending = None  # (handled: ``name`` keeps it for the report)
 
 
 def atomic_write_text(path: str, text: str) -> None:

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from fuzz.ops.base import ProgramError
+from fuzz.errors import ProgramError
 
 
 def make_input(seed: int, shape, values: str = "seeded", dtype: str = "float32") -> np.ndarray:

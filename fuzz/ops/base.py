@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from hypothesis import strategies as st
 
+from fuzz.errors import ProgramError  # noqa: F401 (the ops' typing rules raise it; imported from here too)
+
 FLOAT = "float32"
 INT = "int32"
 DTYPES = (FLOAT, INT)  # dtypes a program input may have (fuzz.typecheck.input_types)
@@ -109,10 +111,6 @@ def compute(r, dtype: str, fn, *xs):
         return np.asarray(fn(*(np.asarray(x, np.float32) for x in xs))).astype(np_dtype(dtype))
     with np.errstate(all="ignore"):
         return fn(*xs)
-
-
-class ProgramError(ValueError):
-    """A program breaks a typing rule: the generator or a hand edit made it invalid."""
 
 
 @dataclass(frozen=True)
