@@ -11,8 +11,8 @@ import pytest
 
 from fuzz import typecheck as T
 from fuzz.reference import evaluate, make_input
-from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap
-from test_custom_ops import agree_on_generated
+from support.judging import agree_on_generated, agree_with_jax
+from support.programs import JIT, call, eqn, fn, program, shard_map, vmap
 
 VJP = {"kind": "vjp", "seed": 3}
 

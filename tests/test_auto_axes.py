@@ -14,11 +14,9 @@ from fuzz import typecheck as T
 from fuzz.features import features
 from fuzz.reference import Reference
 from fuzz.render import render
-from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap
 from strategies.programs import programs
-from test_custom_ops import judged
-
-GRAD = {"kind": "grad", "argnums": [0]}
+from support.judging import agree_with_jax, judged
+from support.programs import GRAD, JIT, call, eqn, fn, program, shard_map, vmap
 
 
 def auto(*out_specs):

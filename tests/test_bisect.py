@@ -9,7 +9,7 @@ from fuzz import bisection as B
 from fuzz.program import load_entry, make_entry, write_entry
 from fuzz.replay import DOES_NOT, NOT_APPLICABLE, REPRODUCES, Replay
 from fuzz.util import version_tuple
-from helpers import call, eqn, fn, program
+from support.programs import call, eqn, fn, program
 
 PIP_OUTPUT = """WARNING: something
 jax (0.10.2)

@@ -16,10 +16,8 @@ from fuzz.execute import Worker
 from fuzz.program import validate_program
 from fuzz.reference import evaluate
 from fuzz.render import NEWEST_CAPS, render
-from helpers import JIT, call, eqn, fn, program, shard_map, vmap
+from support.programs import GRAD, JIT, call, eqn, fn, program, shard_map, vmap
 from oracles import callbacks as cb_oracle
-
-GRAD = {"kind": "grad", "argnums": [0]}
 
 
 def pure(arg, out, tag, method="sequential", stop_gradient=False):

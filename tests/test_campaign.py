@@ -14,7 +14,7 @@ import pytest
 from fuzz.campaign import Campaign, program_key
 from fuzz.maintain import program_lines
 from oracles.common import Finding
-from helpers import JIT, call, eqn, fn, program, shard_map
+from support.programs import JIT, call, eqn, fn, program, shard_map
 
 
 def bloated():

@@ -19,10 +19,8 @@ from fuzz.reference import evaluate, make_input
 from fuzz.render import render
 from fuzz.repro import render_repro
 from fuzz.typecheck import ProgramError, check_program
-from helpers import JIT, call, eqn, fn, program, shard_map, vmap
 from strategies.programs import chain_variants, programs
-
-GRAD = {"kind": "grad", "argnums": [0]}
+from support.programs import GRAD, JIT, call, eqn, fn, program, shard_map, vmap
 
 
 def ckpt(policy=None):

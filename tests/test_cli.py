@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from support.campaigns import finish, start_campaign
+
 # These tests watch the process tree (orphans, signals, kills): under pytest-xdist they run
 # one after another in one worker (--dist loadgroup), never beside each other.
 pytestmark = pytest.mark.xdist_group("processes")
@@ -106,39 +108,6 @@ def test_ctrl_c_writes_the_report_and_leaves_no_worker(tmp_path):
     time.sleep(1)
     assert children & worker_processes() == set()
     assert worker_processes(parent=1) - orphans_before == set()
-
-
-def start_campaign(args, cwd, env=None, seconds=180):
-    """Start ``shardfuzz run ARGS`` and return (process, stderr lines so far: a list that keeps filling)
-    once the campaign has started (its "host CPU devices" line), so that a signal reaches the campaign itself.
-    """
-    import threading
-    import time
-
-    env = env or {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    p = subprocess.Popen([sys.executable, "-m", "fuzz", "run", *args], cwd=cwd, env=env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    lines = []
-    threading.Thread(target=lambda: lines.extend(p.stderr), daemon=True).start()
-    deadline = time.monotonic() + seconds
-    while not any("host CPU devices" in ln for ln in lines):
-        if p.poll() is not None or time.monotonic() > deadline:
-            p.kill()
-            raise AssertionError("the campaign did not start:\n" + "".join(lines))
-        time.sleep(0.1)
-    return p, lines
-
-
-def finish(p, lines, timeout=120) -> str:
-    """Wait for a process from :func:`start_campaign`; its whole stderr."""
-    import time
-
-    try:
-        p.wait(timeout=timeout)
-    finally:
-        p.kill()
-    time.sleep(0.2)  # (the reader thread drains the pipe)
-    return "".join(lines)
 
 
 def test_a_report_that_cannot_be_written_at_the_end_goes_beside_the_database(tmp_path):

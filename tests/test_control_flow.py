@@ -17,10 +17,10 @@ from fuzz.reference import evaluate, make_input
 from fuzz.render import render
 from fuzz.repro import render_repro
 from fuzz.typecheck import ProgramError, check_program
-from helpers import JIT, agree_with_jax, call, eqn, fn, program, ring, shard_map, vmap
 from strategies.programs import programs
+from support.judging import agree_with_jax
+from support.programs import GRAD, JIT, call, eqn, fn, program, ring, shard_map, vmap
 
-GRAD = {"kind": "grad", "argnums": [0]}
 COND = {"kind": "cond"}
 LIN = {"kind": "linearize", "seed": 7}
 

@@ -13,10 +13,9 @@ from fuzz import ops as O
 from fuzz import typecheck as T
 from fuzz.reference import Reference, evaluate, make_input, weights
 from fuzz.render import render
-from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap
-from test_custom_ops import agree_on_generated, judged
+from support.judging import agree_on_generated, agree_with_jax, judged
+from support.programs import GRAD, JIT, call, eqn, fn, program, shard_map, vmap
 
-GRAD = {"kind": "grad", "argnums": [0]}
 W1 = dict(window=3, stride=1, lo=1, hi=2, lhs_dilation=1, rhs_dilation=2, features=2, groups=2, seed=4)
 W2 = dict(window=2, stride=2, lo=0, hi=1, lhs_dilation=2, rhs_dilation=1, features=3, groups=1, seed=5)
 # a kernel operand: x (2, 4, 6) with itself (features 2, groups 1, window 6) and with k (4, 2, 3)

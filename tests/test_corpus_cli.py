@@ -8,7 +8,7 @@ import pytest
 
 from fuzz.program import CorpusError, entries_from_report, load_entry, save_entries
 from fuzz.replay import DOES_NOT, NOT_APPLICABLE, REPRODUCES, Replay, applicable
-from helpers import JIT, call, eqn, fn, program, shard_map
+from support.programs import JIT, call, eqn, fn, program, shard_map
 from oracles import SAVABLE
 
 REPORT = {"jax_version": "0.10.2", "jaxlib_version": "0.10.2"}

@@ -7,55 +7,17 @@ on derandomized generated programs that contain it; a wrong derivative planted i
 reference is caught (the comparison can fail). The typing rules refuse what JAX refuses
 (custom_vjp under jvp).
 """
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
 
-import oracles
 from fuzz import ops as O
 from fuzz import typecheck as T
-from fuzz.features import features
-from fuzz.program import corpus_files, known_signatures, validate_program
 from fuzz.reference import Reference, evaluate, make_input, weights
 from fuzz.render import render
-from helpers import JIT, call, eqn, fn, program, shard_map, vmap
-from strategies.programs import programs
+from support.judging import agree_on_generated, judged, reference
+from support.programs import GRAD, JIT, call, eqn, fn, jvp, program, shard_map, vjp, vmap
 
-GRAD = {"kind": "grad", "argnums": [0]}
 GRAD01 = {"kind": "grad", "argnums": [0, 1]}
-VALUE_ORACLES = {"differential", "callbacks", "metamorphic", "determinism"}
-KNOWN = set(known_signatures(corpus_files(Path(__file__).resolve().parent.parent / "corpus")))
-
-
-def jvp(seed):
-    return {"kind": "jvp", "seed": seed}
-
-
-def vjp(seed):
-    return {"kind": "vjp", "seed": seed}
-
-
-_EVALUATED: dict = {}
-
-
-def reference(p: dict) -> dict:
-    """The reference's values of ``p``, computed once per program in this session (eager JAX is slow)."""
-    key = json.dumps(p, sort_keys=True)
-    if key not in _EVALUATED:
-        _EVALUATED[key] = evaluate(p)
-    return _EVALUATED[key]
-
-
-def judged(worker, p, planted=None):
-    """The findings of JAX (the worker) against the reference (or ``planted`` values) on ``p``: [(oracle, call)]."""
-    validate_program(p)
-    out = worker.run(render(p, worker.caps), timeout=240)
-    assert out["status"] == "ok", out
-    found = oracles.judge(p, out, planted if planted is not None else reference(p))
-    return sorted((f.oracle, f.call) for f in found)
 
 
 class Planted(Reference):
@@ -67,62 +29,6 @@ class Planted(Reference):
 
     def primitive(self, e, xs, ts, ctx):
         return super().primitive(self.wrong(e), xs, ts, ctx)
-
-
-def generated(op, n: int, keep=("sin", "mul", "wsum", "sum", "psum", "ppermute", "broadcast", "reshape"),
-              feature=None, tries=(10, 40, 160, 640)) -> list:
-    """The first ``n`` derandomized generated programs that use ``op`` (the other ops but ``keep`` left out),
-    or, with ``feature``, whose report features (fuzz.features) include it (no op left out).
-
-    Tries ``tries[i] * n`` examples in turn: each count is its own derandomized sequence, so a
-    change of the generator's weights moves the op around but does not lose it."""
-    disabled = frozenset() if feature else frozenset(O.REGISTRY) - {op, *keep}
-    wanted = (lambda p: feature in features(p)[0]) if feature else (lambda p: any(e["op"] == op for e in equations(p)))
-    for m in (k * n for k in tries):
-        out = []
-
-        @settings(max_examples=m, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
-        @given(programs(disabled=disabled, max_depth=2, max_eqns=4, max_calls=1))
-        def collect(p):
-            if len(out) < n and wanted(p):
-                out.append(p)
-
-        collect()
-        if len(out) == n:
-            return out
-    raise AssertionError(f"only {len(out)} of {m} drawn programs use {feature or op}")
-
-
-def equations(p: dict) -> list:
-    found = []
-
-    def walk(f):
-        for e in f["eqns"]:
-            found.append(e)
-            if e["op"] == "call":
-                walk(e["fn"])
-
-    for f in p["functions"].values():
-        walk(f)
-    return found
-
-
-def agree_on_generated(worker, op, n: int, **how) -> set:
-    """JAX agrees with the reference on ``n`` generated programs using ``op`` (or ``feature=``, see
-    :func:`generated`); returns their features. A finding of a corpus entry (a known JAX bug,
-    e.g. differential-b909f86363df's sharded constant) is let pass, but at least one program
-    must agree on every value."""
-    seen, agreed = set(), 0
-    for p in generated(op, n, **how):
-        out = worker.run(render(p, worker.caps), timeout=240)
-        assert out["status"] == "ok", out
-        found = oracles.judge(p, out, evaluate(p))
-        bad = [f for f in found if f.signature not in KNOWN]
-        assert not bad, ([f.signature for f in bad], render(p))
-        agreed += not any(f.oracle in VALUE_ORACLES for f in found)
-        seen |= features(p)[0]
-    assert agreed >= 1, f"every generated program with {op} shows a known wrong value: draw more"
-    return seen
 
 
 # ------------------------------------------------------------------ custom_vjp

@@ -13,7 +13,8 @@ from fuzz.reference import Reference, evaluate, make_input, weights
 from fuzz.render import _JVP_SRC, _VJP_SRC, _WEIGHTS_SRC, render
 from fuzz.repro import render_repro
 from fuzz.typecheck import ProgramError, check_program
-from helpers import JIT, call, drawn_programs, eqn, fn, program, ring, shard_map, vmap
+from support.draws import drawn_programs
+from support.programs import JIT, call, eqn, fn, jvp, program, ring, shard_map, vjp, vmap
 
 
 def run1(p):
@@ -22,14 +23,6 @@ def run1(p):
 
 def grad(*argnums):
     return {"kind": "grad", "argnums": list(argnums)}
-
-
-def vjp(seed):
-    return {"kind": "vjp", "seed": seed}
-
-
-def jvp(seed):
-    return {"kind": "jvp", "seed": seed}
 
 
 # ------------------------------------------------------------------ weights

@@ -13,32 +13,9 @@ from fuzz import typecheck as T
 from fuzz.features import features
 from fuzz.program import validate_program
 from fuzz.render import NEWEST_CAPS, render
-from helpers import JIT, agree_with_jax, call, drawn_programs, eqn, fn, program, shard_map
-
-
-def donating(argnums, **kw):
-    return {"kind": "jit", "donate_argnums": list(argnums), **kw}
-
-
-def donation_program(axis_type="auto"):
-    body = fn(["a", "b"], [eqn("sin", ["a"], ["s"]), eqn("mul", ["s", "b"], ["m"]), eqn("add", ["m", "a"], ["o"])],
-              ["o"])
-    sm = shard_map([[["x"]], [["x"]]], [[["x"]]])
-    calls = [call("f0", [donating([0])], ["x0", "x1"]),  # a result of x0's shape and sharding: aliased
-             call("f0", [donating([0, 1], out_specs=[[["y"]]])], ["x0", "x1"]),  # another sharding
-             call("f0", [donating([1]), sm], ["x0", "x1"]),
-             call("f0", [JIT], ["x0", "x1"])]  # reads the inputs the calls before donated
-    p = program(mesh=(("x", 2), ("y", 2)), axis_type=axis_type,
-                inputs=[("x0", (8,), 1), ("x1", (8,), 2)], functions={"f0": body}, calls=calls)
-    if axis_type == "auto":
-        p["inputs"][0]["spec"] = [["x"]]
-    else:  # (no jit shardings on an Explicit mesh: fuzz.typecheck._jit_shardings)
-        del p["calls"][1]["transforms"][0]["out_specs"]
-        # a donated uncommitted input resharded inside the jit is a JAX bug on Explicit meshes
-        # (XLA's "Expected aliased input ... to have the same size", jax 0.7.2-0.10.2): the
-        # corpus replays it; here only the calls that do not reshard a donated input
-        del p["calls"][2]
-    return p
+from support.draws import drawn_programs
+from support.judging import agree_with_jax
+from support.programs import JIT, call, donating, donation_program, eqn, fn
 
 
 def test_donation_is_typed_on_a_calls_first_jit_only():

@@ -20,7 +20,8 @@ from fuzz.features import features
 from fuzz.ops.base import BF16, F16, FLOAT, INT, PRED, OneOf
 from fuzz.reference import Reference, evaluate, make_input, weights
 from fuzz.render import render
-from helpers import JIT, agree_with_jax, call, eqn, fn, program, ring, shard_map, vmap
+from support.judging import agree_with_jax
+from support.programs import JIT, call, eqn, fn, program, ring, shard_map, vmap
 from oracles.common import TOLERANCE
 from oracles.differential import agree, tolerance
 from strategies.programs import programs

@@ -13,10 +13,9 @@ from fuzz import typecheck as T
 from fuzz.reference import Reference, evaluate, make_input
 from fuzz.program import validate_program
 from fuzz.render import render
-from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap
-from test_custom_ops import agree_on_generated, judged
+from support.judging import agree_on_generated, agree_with_jax, judged
+from support.programs import GRAD, JIT, call, eqn, fn, program, shard_map, vmap
 
-GRAD = {"kind": "grad", "argnums": [0]}
 # (lhs, rhs, out) for a of shape (2, 4, 6) and b of shape (2, 6, 4)
 CASES = [([0, 1, 2], [0, 2, 3], [0, 1, 3]),  # batched matmul "abc,acd->abd"
          ([0, 1, 2], [0, 2, 1], [0]),  # two contracting dims "abc,acb->a"

@@ -10,8 +10,8 @@ from fuzz.program import validate_program
 from fuzz.reduce import reduce_program, size
 from fuzz.render import NEWEST_CAPS, render
 from fuzz.repro import render_repro
-from helpers import JIT, call, eqn, fn, program
 from strategies.programs import programs
+from support.programs import JIT, call, eqn, fn, program
 
 LINE = 'jax.config.update("jax_enable_checks", True)'
 

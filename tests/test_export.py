@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from fuzz.export import export, installed_jax_version
 from fuzz.program import make_entry, write_entry
-from helpers import JIT, call, eqn, fn, program, vmap
+from support.programs import JIT, call, eqn, fn, program, vmap
 
 pytestmark = pytest.mark.skipif(installed_jax_version() != "0.10.2", reason="the findings here are jax 0.10.2's")
 

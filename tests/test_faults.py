@@ -5,7 +5,7 @@ import pytest
 
 from fuzz.campaign import Campaign
 from fuzz.faults import rotating, worker_processes
-from helpers import JIT, call, eqn, fn, program
+from support.programs import JIT, call, eqn, fn, program
 
 # These tests watch the process tree (orphans, signals, kills): under pytest-xdist they run
 # one after another in one worker (--dist loadgroup), never beside each other.

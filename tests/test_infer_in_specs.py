@@ -11,10 +11,9 @@ from fuzz import typecheck as T
 from fuzz.features import features
 from fuzz.reference import Reference
 from fuzz.render import NEWEST_CAPS, render
-from helpers import JIT, agree_with_jax, call, drawn_programs, eqn, fn, program, shard_map, vmap
-from test_custom_ops import judged
-
-GRAD = {"kind": "grad", "argnums": [0]}
+from support.draws import drawn_programs
+from support.judging import agree_with_jax, judged
+from support.programs import GRAD, JIT, call, eqn, fn, program, shard_map, vmap
 
 
 def inferred(in_specs, out_specs):

@@ -10,10 +10,9 @@ import pytest
 
 from fuzz import typecheck as T
 from fuzz.reference import Reference, evaluate, make_input
-from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap
-from test_custom_ops import agree_on_generated, judged
+from support.judging import agree_on_generated, agree_with_jax, judged
+from support.programs import GRAD, JIT, call, eqn, fn, program, shard_map, vmap
 
-GRAD = {"kind": "grad", "argnums": [0]}
 INDICES = (0, 2, 4, -1, -9, 7)  # x0's dim 0 has 4: inside, the end, from the end, clipped low and high
 
 

@@ -32,8 +32,8 @@ from fuzz.render import NEWEST_CAPS, render
 from fuzz.repro import render_repro
 from fuzz.replay import applicable
 from fuzz.typecheck import TRANSFORMS, context_refusal, release_rules, root_ctx, transform_name
-from helpers import JIT, call, drawn_programs, eqn, fn, program
-from test_registry import alone
+from support.draws import alone, drawn_programs
+from support.programs import JIT, call, eqn, fn, program
 
 OLD_API_CAPS = {**NEWEST_CAPS, "pvary": "pvary", "all_gather_invariant": "function", "pure_callback_kw": "vectorized"}
 

@@ -13,10 +13,9 @@ import sys
 from fuzz.render import NEWEST_CAPS
 
 from fuzz.repro import render_repro
-from helpers import JIT, call, eqn, fn, program
+from support.programs import JIT, call, donation_program, eqn, fn, program
 from oracles import internal_error
 from oracles.internal_error import JAXPR_MARK
-from test_donation import donation_program
 
 def broken_pp_eqn(*args, **kwargs):
     raise IndexError("planted fault in pp_eqn")

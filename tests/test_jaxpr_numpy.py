@@ -14,7 +14,7 @@ from jax import lax
 
 from fuzz import jaxpr_numpy as J
 from fuzz.reference import Reference
-from helpers import call, eqn, fn, program
+from support.programs import call, eqn, fn, program
 
 F = np.arange(-6, 6, dtype=np.float32).reshape(3, 4) / 4
 G = np.arange(12, dtype=np.float32).reshape(4, 3) / 8 - 0.5
@@ -141,7 +141,7 @@ def test_the_numpy_path_agrees_with_the_eager_reference_on_drawn_programs():
     the eager reference's values (what the reference gave before the NumPy path) agree with the
     NumPy path's, or differ by the rounding noise the program amplifies."""
     from fuzz.features import features
-    from helpers import drawn_programs
+    from support.draws import drawn_programs
 
     bench = reference_benchmark()
     progs = [p for p in drawn_programs([5, 6], 60) if features(p)[0] & DERIVATIVES][:16]

@@ -9,8 +9,9 @@ from fuzz.features import features
 from fuzz.reduce import reduce_program
 from fuzz.render import render
 from fuzz.typecheck import ProgramError, check_program
-from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map
 from strategies.programs import programs
+from support.judging import agree_with_jax
+from support.programs import JIT, call, eqn, fn, program, shard_map
 
 MESH = (("a", 2), ("b", 4))
 
@@ -139,7 +140,7 @@ def test_an_inlined_jit_renders_and_agrees_with_the_reference(worker):
 
 
 def test_the_generator_inlines_traced_jits_only():
-    from helpers import drawn_programs
+    from support.draws import drawn_programs
 
     progs = [p for p in drawn_programs(range(2), 200) if "jit_inline" in features(p)[0]]
     assert len(progs) >= 5, len(progs)

@@ -14,7 +14,7 @@ from fuzz import findings
 from fuzz.faults import worker_processes
 from fuzz.parallel import merge_reports, split
 from oracles.common import Finding
-from test_cli import finish, start_campaign
+from support.campaigns import finish, start_campaign
 
 # These tests watch the process tree (orphans, signals, kills): under pytest-xdist they run
 # one after another in one worker (--dist loadgroup), never beside each other.

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from fuzz.runner import Runner
-from helpers import JIT, call, eqn, fn, program
+from support.programs import JIT, call, eqn, fn, program
 
 # Appended after the last function of a rendered source: the jitted function's name, and
 # so the lowered module's name, follows a set's iteration order, which depends on

@@ -12,7 +12,7 @@ import pytest
 
 from fuzz import findings
 from fuzz.faults import worker_processes
-from test_cli import finish, start_campaign
+from support.campaigns import finish, start_campaign
 
 # These tests watch the process tree (orphans, signals, kills): under pytest-xdist they run
 # one after another in one worker (--dist loadgroup), never beside each other.

@@ -5,7 +5,7 @@ import math
 from fuzz.maintain import fails_alike, finding_on, reduce_entry
 from fuzz.program import make_entry
 from fuzz.render import NEWEST_CAPS
-from helpers import call, eqn, fn, program, shard_map
+from support.programs import call, eqn, fn, program, shard_map
 from oracles.common import Finding
 
 

@@ -12,9 +12,10 @@ from fuzz.features import features, names_read
 from fuzz.program import CorpusError, load_entry, make_entry, save_entry, schema, validate_program
 from fuzz.render import NEWEST_CAPS, render
 from fuzz.typecheck import ProgramError, check_program
-from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap
 from strategies.fresh import fresh_backend
 from strategies.programs import chain_variants, programs
+from support.judging import agree_with_jax
+from support.programs import JIT, call, eqn, fn, program, shard_map, vmap
 
 OLD_CAPS = {"shard_map": "experimental", "check_kw": "check_rep", "partial_manual": "auto", "explicit": False}
 
@@ -703,7 +704,7 @@ def test_an_op_has_twins_on_its_operands():
     pooling of one value; drawn apart, such a pair is chance (0 of 3098 equations over the same
     600 programs without twins, 35 of 2885 with them, 2026-12-04@41d3647)."""
     import fuzz.ops as O
-    from helpers import drawn_programs
+    from support.draws import drawn_programs
     from strategies.programs import twins
 
     def same(a, b):
@@ -726,7 +727,7 @@ sys.path[:0] = [{root!r}, {tests!r}]
 if len(sys.argv) > 1:  # a local module full of literals, loaded before the draws
     sys.path.insert(0, sys.argv[1])
     import literals  # noqa: F401
-from helpers import drawn_programs
+from support.draws import drawn_programs
 import strategies
 print(strategies.local_constants_pinned(),
       hashlib.sha1(json.dumps(drawn_programs([11], 60), sort_keys=True).encode()).hexdigest())

@@ -11,7 +11,7 @@ import numpy as np
 import oracles
 from fuzz.reference import evaluate
 from fuzz.render import render
-from helpers import JIT, call, eqn, fn, program, shard_map, vmap
+from support.programs import JIT, call, eqn, fn, program, shard_map, vmap
 from oracles.common import Finding, normalize
 
 

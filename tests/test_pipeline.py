@@ -22,10 +22,9 @@ from fuzz.reference import evaluate
 from fuzz.render import render
 from fuzz.runner import default_timeout
 from strategies.programs import programs
+from support.judging import KNOWN, VALUE_ORACLES
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
-KNOWN = set(known_signatures(corpus_files(CORPUS)))  # signatures and faces
-VALUE_ORACLES = {"differential", "callbacks", "metamorphic", "determinism"}
 
 
 @pytest.fixture(scope="module")

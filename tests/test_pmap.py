@@ -8,7 +8,8 @@ from fuzz.features import features
 from fuzz.reduce import reduce_program
 from fuzz.render import render
 from fuzz.typecheck import ProgramError, check_program
-from helpers import JIT, agree_with_jax, call, eqn, fn, program, ring, shard_map, vmap
+from support.judging import agree_with_jax
+from support.programs import JIT, call, eqn, fn, program, ring, shard_map, vmap
 
 MESH = (("a", 2), ("b", 2))  # 4 devices: a pmap maps over a dim of 4
 
@@ -77,7 +78,7 @@ def test_pmap_typing_rules():
 
 
 def test_the_generator_draws_valid_pmaps():
-    from helpers import drawn_programs
+    from support.draws import drawn_programs
 
     progs = [p for p in drawn_programs(range(6), 150) if "pmap" in features(p)[0]]
     assert len(progs) >= 3, len(progs)

@@ -7,7 +7,8 @@ import oracles
 from fuzz.reference import evaluate, make_input
 from fuzz.render import render
 from fuzz.typecheck import ProgramError, check_program
-from helpers import JIT, agree_with_jax, call, eqn, fn, program, ring, shard_map
+from support.judging import agree_with_jax
+from support.programs import JIT, call, eqn, fn, program, ring, shard_map
 
 MESH = (("x", 2), ("y", 2))
 

@@ -11,10 +11,8 @@ import pytest
 from fuzz import typecheck as T
 from fuzz.reference import Reference
 from fuzz.render import NEWEST_CAPS, render
-from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap
-from test_custom_ops import agree_on_generated, judged
-
-GRAD = {"kind": "grad", "argnums": [0]}
+from support.judging import agree_on_generated, agree_with_jax, judged
+from support.programs import GRAD, JIT, call, eqn, fn, program, shard_map, vmap
 
 
 def pvary_program():

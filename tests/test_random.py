@@ -14,8 +14,8 @@ from fuzz import typecheck as T
 from fuzz.ops import random as R
 from fuzz.reference import evaluate, make_input
 from fuzz.render import render
-from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap
-from test_custom_ops import agree_on_generated
+from support.judging import agree_on_generated, agree_with_jax
+from support.programs import JIT, call, eqn, fn, program, shard_map, vmap
 
 
 def uniform(i, out, shape, dtype="float32", typed=True, seed=7, split=0):

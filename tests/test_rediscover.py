@@ -8,7 +8,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import rediscover  # noqa: E402
 from oracles.common import Finding, value_signature  # noqa: E402
 
-from helpers import eqn, fn, program  # noqa: E402
+from support.programs import eqn, fn, program  # noqa: E402
 
 
 def _wrong(program_, calls):

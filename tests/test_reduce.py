@@ -13,8 +13,8 @@ from fuzz.program import validate_program
 from fuzz.reduce import candidates, canonical, reduce_program, size
 from fuzz.render import NEWEST_CAPS, render
 from fuzz.typecheck import ProgramError, check_program
-from helpers import JIT, call, eqn, fn, program, shard_map, vmap
 from strategies.programs import programs
+from support.programs import JIT, call, eqn, fn, program, shard_map, vmap
 
 OLD_CAPS = {"shard_map": "experimental", "check_kw": "check_rep", "partial_manual": "auto", "explicit": False}
 CALLBACK = dict(tag="cb1", ordered=True, returns=False, stop_gradient=False)
@@ -471,7 +471,7 @@ def test_without_ops_of_a_known_bug_leaves_the_rest():
 
 def test_options_a_finding_does_not_need_are_switched_off():
     """smap, negative_axes and set_mesh go when the predicate holds without them, stay when it needs them."""
-    from test_smap import top_program
+    from support.programs import top_program
 
     def flags(p):
         out = {k for c in p["calls"] for t in c["transforms"] for k, v in t.items() if v is True and k != "check_vma"}

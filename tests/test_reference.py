@@ -4,7 +4,7 @@ import pytest
 
 from fuzz.reference import evaluate, make_input
 from fuzz.typecheck import ProgramError
-from helpers import JIT, call, eqn, fn, program, ring, shard_map, vmap
+from support.programs import JIT, call, eqn, fn, program, ring, shard_map, vmap
 
 
 def run1(p):
@@ -342,7 +342,7 @@ def test_drawn_static_slices_are_mostly_non_empty():
     the length of each static slice of the dim it slices)."""
     from fuzz.ops.slicing import python_slice
     from fuzz.typecheck import check_program
-    from helpers import drawn_programs
+    from support.draws import drawn_programs
 
     lengths = []
 

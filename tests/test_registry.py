@@ -23,8 +23,10 @@ from fuzz.ops.base import ExprOp, Op, version_tuple
 from fuzz.program import schema, validate_program
 from fuzz.reference import Reference
 from fuzz.render import render
-from helpers import call, eqn, fn, program
 from strategies.programs import check_disabled, programs
+from support.draws import alone
+from support.judging import equations
+from support.programs import call, eqn, fn, program
 
 DOCS = (Path(__file__).resolve().parent.parent / "docs" / "program.md").read_text()
 OPS = list(O.REGISTRY.values())
@@ -146,15 +148,6 @@ class CheckedReference(Reference):
         return outs
 
 
-def alone(name: str) -> frozenset:
-    """Every op disabled but ``name`` and the ops its draw may put before it; for an op only
-    drawn as a prelude (family weight 0), the ops it is a prelude of stay enabled too."""
-    keep = {name} | set(O.REGISTRY[name].preludes)
-    if O.FAMILY_WEIGHTS[O.REGISTRY[name].family] == 0:
-        keep |= {n for n, op in O.REGISTRY.items() if name in op.preludes}
-    return frozenset(O.REGISTRY) - keep
-
-
 DERIVATIVES = frozenset({"grad", "value_and_grad", "vjp", "jvp", "jacrev", "jacfwd", "linearize"})
 
 
@@ -168,20 +161,6 @@ def agree(p: dict, seen: set) -> None:
     for e in equations(p):
         if e["op"] != "call":
             assert O.get(e["op"]).features(e) <= names
-
-
-def equations(p: dict) -> list:
-    out = []
-
-    def walk(f):
-        for e in f["eqns"]:
-            out.append(e)
-            if e["op"] == "call":
-                walk(e["fn"])
-
-    for f in p["functions"].values():
-        walk(f)
-    return out
 
 
 @pytest.mark.parametrize("op", OPS, ids=[op.name for op in OPS])
@@ -278,7 +257,7 @@ def test_pick_takes_the_most_recent_value_or_any():
 
 def test_a_programs_focus_ops_fill_its_equations():
     from fuzz.render import NEWEST_CAPS
-    from helpers import program
+    from support.programs import program
     from strategies.programs import _Gen
 
     shares = {}
@@ -304,7 +283,7 @@ def test_an_op_is_drawn_again_on_its_own_output():
     """One equation in four after an op repeats it on the value it just made (x.at[..].set(..).at[..].set(..))."""
     from fuzz.ops.base import Scope
     from fuzz.render import NEWEST_CAPS
-    from helpers import program
+    from support.programs import program
     from strategies.programs import _Gen
 
     scope = Scope({}, [], {}, frozenset(), None, None, None, 64, 4)

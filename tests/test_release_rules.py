@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from fuzz.ops.base import PPERMUTE_MESH_ORDER, version_tuple
 from fuzz.render import NEWEST_CAPS, render
 from fuzz.typecheck import ProgramError, check_program
-from helpers import JIT, call, eqn, fn, program, shard_map
 from strategies.programs import programs
+from support.programs import JIT, call, eqn, fn, program, shard_map
 
 CAPS_0_4_28 = {"shard_map": "experimental", "check_kw": "check_rep", "partial_manual": "auto", "explicit": False,
                "eager_partial_manual": False, "callback_under_grad": False, "partial_manual_collectives": False,

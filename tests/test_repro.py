@@ -21,7 +21,7 @@ from fuzz.reference import evaluate, make_input
 from fuzz.render import NEWEST_CAPS, render
 from fuzz.repro import BUG_MARK, render_repro
 from fuzz.typecheck import ProgramError
-from helpers import JIT, call, eqn, fn, program, shard_map
+from support.programs import JIT, call, eqn, fn, program, shard_map
 
 TIMEOUT = 300  # seconds per repro run (importing JAX on a loaded 2-core machine)
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers import drawn_programs, eqn, fn, program, ring, shard_map, vmap
+from support.draws import drawn_programs
+from support.programs import eqn, fn, program, ring, shard_map, vmap
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -12,9 +12,9 @@ from fuzz import typecheck as T
 from fuzz.features import features
 from fuzz.render import NEWEST_CAPS, render
 from fuzz.repro import render_repro
-from helpers import JIT, agree_with_jax, call, drawn_programs, eqn, fn, program, shard_map, vmap
-
-GRAD = {"kind": "grad", "argnums": [0]}
+from support.draws import drawn_programs
+from support.judging import agree_with_jax
+from support.programs import GRAD, JIT, call, eqn, fn, program, shard_map, vmap
 
 
 def context_program(set_mesh=True):

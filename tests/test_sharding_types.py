@@ -5,7 +5,9 @@ import pytest
 
 from fuzz.render import render
 from fuzz.typecheck import NO_SHARDING_TYPES, ProgramError, check_program, release_rules
-from helpers import JIT, agree_with_jax, call, drawn_programs, eqn, fn, program, shard_map, vmap
+from support.draws import drawn_programs
+from support.judging import agree_with_jax
+from support.programs import JIT, call, eqn, fn, program, shard_map, vmap
 
 MESH = (("x", 2), ("y", 2))
 
@@ -223,7 +225,6 @@ def test_the_reference_and_reducer_type_a_program_under_its_releases_rules():
     from fuzz.program import CorpusError
     with pytest.raises(CorpusError, match="split in its sharding type"):
         validate_entry({**entry, "jax_version": "0.10.2", "jaxlib_version": "0.10.2"})
-
 
 
 @pytest.mark.parametrize("transforms", [[], [JIT], [JIT, {"kind": "grad", "argnums": [0]}]])

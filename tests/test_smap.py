@@ -13,15 +13,9 @@ from fuzz import typecheck as T
 from fuzz.features import features
 from fuzz.reference import Reference
 from fuzz.render import NEWEST_CAPS, render
-from helpers import JIT, agree_with_jax, call, drawn_programs, eqn, fn, program, shard_map
-from test_custom_ops import judged
-
-GRAD = {"kind": "grad", "argnums": [0]}
-
-
-def smap(in_specs, out_specs, axis, negative=False):
-    t = {**shard_map(in_specs, out_specs, axis_names=[axis]), "smap": True}
-    return {**t, "negative_axes": True} if negative else t
+from support.draws import drawn_programs
+from support.judging import agree_with_jax, judged
+from support.programs import GRAD, JIT, call, eqn, fn, program, shard_map, smap, top_program
 
 
 def nested_program(negative=False):
@@ -46,22 +40,6 @@ def explicit_program(negative=False):
     calls = [call("f0", [sm], ["x0"]), call("f0", [JIT, sm], ["x0"]), call("f1", [JIT, GRAD], ["x0"])]
     return program(mesh=(("x", 2),), axis_type="explicit", inputs=[("x0", (3, 4), 2)],
                    functions={"f0": body, "f1": loss}, calls=calls)
-
-
-def top_program(negative=False):
-    """On a (2, 4) Auto mesh whose calls run under jax.set_mesh: an smap over x along dim 0 and
-    one over y along dim 1 (partial-manual), eagerly, under jit and under jit of grad."""
-    body_y = fn(["a"], [eqn("sin", ["a"], ["s"]), eqn("psum", ["s"], ["p"], axes=["y"])], ["p"])
-    body_x = fn(["a"], [eqn("cos", ["a"], ["c"]), eqn("mul", ["a", "c"], ["m"])], ["m"])
-    over_y = smap([[None, ["y"]]], [[None, None]], "y", negative)
-    over_x = smap([[["x"], None]], [[["x"], None]], "x", negative)
-    loss = fn(["a"], [eqn("call", ["a"], ["m"], transforms=[over_x], fn=body_x), eqn("wsum", ["m"], ["l"], seed=5)],
-              ["l"])
-    calls = [call("f0", [over_y], ["x0"]), call("f2", [JIT, over_x], ["x0"]), call("f1", [JIT, GRAD], ["x0"])]
-    p = program(mesh=(("x", 2), ("y", 4)), inputs=[("x0", (4, 8), 4)],
-                functions={"f0": body_y, "f1": loss, "f2": body_x}, calls=calls)
-    p["mesh"]["set_mesh"] = True
-    return p
 
 
 def test_smap_is_typed_where_there_is_a_context_mesh_and_one_axis():

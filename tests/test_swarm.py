@@ -9,7 +9,7 @@ from fuzz.campaign import Campaign
 from fuzz.features import features
 from fuzz.typecheck import check_program
 from strategies.programs import OPTIONS, programs
-from helpers import JIT, call, eqn, fn, program, shard_map, vmap
+from support.programs import JIT, call, eqn, fn, program, shard_map, vmap
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
@@ -124,7 +124,7 @@ def test_a_disabled_option_is_never_drawn(option):
         return
     # a rarer option: fresh draws as a campaign draws them (a derandomized sequence of 1280 can
     # miss an option of about 1 program in 90: ppermute_multi_axis, 2026-12-07@0005e80)
-    from helpers import drawn_programs
+    from support.draws import drawn_programs
 
     assert any(option in S.program_names(p) for p in drawn_programs(range(1, 4), 400)), f"{option} never drawn"
 

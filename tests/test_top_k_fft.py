@@ -12,10 +12,9 @@ import pytest
 from fuzz import typecheck as T
 from fuzz.reference import Reference, evaluate, make_input
 from fuzz.render import NEWEST_CAPS, render
-from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap
-from test_custom_ops import agree_on_generated, judged
+from support.judging import agree_on_generated, agree_with_jax, judged
+from support.programs import GRAD, JIT, call, eqn, fn, program, shard_map, vmap
 
-GRAD = {"kind": "grad", "argnums": [0]}
 SPLIT_1 = [None, ["x"]]  # (4, 8) split along dim 1, the ops' dim in f0's first and third equations
 
 

@@ -17,7 +17,7 @@ import pytest
 from fuzz.program import CorpusError, load_entry, make_entry, validate_program
 from fuzz.render import render
 from fuzz.typecheck import ProgramError
-from helpers import JIT, call, eqn, fn, program, shard_map, vmap
+from support.programs import JIT, call, eqn, fn, program, shard_map, vmap
 
 PAYLOAD = "__import__('pathlib').Path('PWNED').touch()"
 

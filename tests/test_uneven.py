@@ -8,9 +8,9 @@ generator drawing them.
 import pytest
 
 from fuzz import typecheck as T
-from helpers import JIT, agree_with_jax, call, drawn_programs, eqn, fn, program, vmap
-
-GRAD = {"kind": "grad", "argnums": [0]}
+from support.draws import drawn_programs
+from support.judging import agree_with_jax
+from support.programs import GRAD, JIT, call, eqn, fn, program, vmap
 
 
 def uneven_program():

@@ -13,7 +13,7 @@ from fuzz import verdicts as V
 from fuzz.cli import main
 from fuzz.program import CorpusError, load_entry, make_entry, write_entry
 from fuzz.replay import DOES_NOT, FAILS_DIFFERENTLY, NOT_APPLICABLE, REPRODUCES, Replay
-from helpers import call, eqn, fn, program
+from support.programs import call, eqn, fn, program
 
 OLD_FORM = {"tested": {"0.4.26": "not applicable here", "0.6.1": "fails differently", "0.9.2": "fails differently",
                        "0.10.2": "reproduces"},

@@ -12,10 +12,9 @@ import pytest
 
 from fuzz import typecheck as T
 from fuzz.reference import Reference, evaluate, make_input, weights
-from helpers import JIT, agree_with_jax, call, eqn, fn, program, shard_map, vmap
-from test_custom_ops import agree_on_generated, judged
+from support.judging import agree_on_generated, agree_with_jax, judged
+from support.programs import GRAD, JIT, call, eqn, fn, program, shard_map, vmap
 
-GRAD = {"kind": "grad", "argnums": [0]}
 # (window, stride, lo, hi, base_dilation, window_dilation) along dim 1 of a (4, 6) operand
 WINDOWS = ((1, 1, 0, 0, 1, 1), (2, 1, 0, 0, 1, 1), (3, 2, 1, 2, 1, 1), (2, 1, 0, 1, 2, 1), (2, 2, 2, 0, 1, 2),
            (3, 1, 2, 2, 2, 2), (4, 3, 3, 3, 3, 1))
