@@ -127,7 +127,7 @@ def test_a_wrong_value_is_caught(worker):
 
 
 def test_the_generator_draws_them():
-    progs = drawn_programs(range(3), 300)
+    progs = drawn_programs(range(3), 300, cached=True)
     for name in ("shard_alike", "optimization_barrier"):
         drawn = [p for p in progs if name in features(p)[0]]
         assert len(drawn) >= 5, (name, len(drawn))

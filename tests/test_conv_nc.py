@@ -132,6 +132,7 @@ def test_a_wrong_conv_nc_in_the_reference_is_caught(worker):
     assert {c for o, c in judged(worker, p, Ungrouped(p).evaluate()) if o == "differential"} == {0, 1, 2, 3, 4, 7}
 
 
+@pytest.mark.slow  # (~6 s idle of conv programs drawn and run; the hand-written ones and the planted bug stay)
 def test_generated_programs_with_conv_nc_agree(worker):
     assert "conv_general_dilated" in agree_on_generated(worker, "conv_nc", 3)
 
@@ -187,5 +188,6 @@ def test_jax_agrees_with_the_reference_on_conv_nwc(worker):
     agree_with_jax(worker, nwc_program())
 
 
+@pytest.mark.slow  # (as conv_nc's)
 def test_generated_programs_with_conv_nwc_agree(worker):
     assert "channels_last" in agree_on_generated(worker, "conv_nwc", 3)

@@ -32,7 +32,10 @@ def test_corpus_is_not_empty():
     assert PAIRS, "corpus/ holds no entries"
 
 
-@pytest.mark.parametrize("path, entry", PAIRS, ids=[p.stem for p, _ in PAIRS])
+# two xdist groups (each test process replays about half, with a runner of its own): the whole
+# corpus in one process is the longest stretch of the default run
+@pytest.mark.parametrize("path, entry", [pytest.param(p, e, id=p.stem, marks=pytest.mark.xdist_group(f"corpus-{i % 2}"))
+                                         for i, (p, e) in enumerate(PAIRS)])
 def test_entry_keeps_its_status(runner, path, entry):
     result = replay_entry(entry, runner, str(path))
     print(f"{path.name}: {result.verdict} on JAX {runner.caps['jax_version']} {result.why}")

@@ -308,7 +308,7 @@ def test_a_wrong_ppermute_transpose_inside_the_body_is_caught_only_by_a_varying_
             if e["op"] == "call":
                 walk(e["fn"])
 
-    for p in drawn_programs(tuple(range(1, 13)), 50):
+    for p in drawn_programs(tuple(range(1, 13)), 50, cached=True):
         for f in p["functions"].values():
             walk(f)
     assert len(drawn) >= 3, drawn

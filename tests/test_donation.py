@@ -65,7 +65,7 @@ def test_without_the_copies_a_later_call_reads_a_deleted_input(worker, monkeypat
 
 
 def test_the_generator_draws_donation_on_first_jits_only():
-    progs = drawn_programs(range(3), 200)
+    progs = drawn_programs(range(3), 200, cached=True)
     donated = [p for p in progs if "donate_argnums" in features(p)[0]]
     assert len(donated) >= 10, len(donated)
     for p in donated:
@@ -73,5 +73,5 @@ def test_the_generator_draws_donation_on_first_jits_only():
         for c in p["calls"]:
             for t in c["transforms"][1:]:
                 assert not t.get("donate_argnums")
-    assert not any("donate_argnums" in features(p)[0] for p in drawn_programs(range(2), 100,
+    assert not any("donate_argnums" in features(p)[0] for p in drawn_programs(range(2), 100, cached=True,
                                                                               disabled=frozenset({"donate_argnums"})))

@@ -83,7 +83,7 @@ def test_a_wrong_value_under_inferred_in_specs_is_caught(worker):
 
 
 def test_the_generator_draws_inferred_in_specs():
-    progs = drawn_programs(range(3), 300)
+    progs = drawn_programs(range(3), 300, cached=True)
     assert any("infer_in_specs" in features(p)[0] for p in progs)
     for p in progs:
         if "infer_in_specs" in features(p)[0]:

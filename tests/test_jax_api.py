@@ -125,7 +125,7 @@ def test_every_op_and_transform_has_a_declaration():
 @pytest.mark.parametrize("caps", [NEWEST_CAPS, OLD_API_CAPS], ids=["newest", "old-api"])
 def test_drawn_programs_use_only_declared_apis(caps):
     n = 100 if caps is NEWEST_CAPS else 40
-    programs = drawn_programs(range(3), n, caps=caps)
+    programs = drawn_programs(range(3), n, cached=True, caps=caps)
     seen = set()
     for p in programs:
         source = render(p, caps)
@@ -140,7 +140,7 @@ def test_repros_use_only_declared_apis():
              {"oracle": "crash", "kind": "SIGSEGV", "message": "m", "call": None},
              {"oracle": "crash", "kind": "memory", "message": "m", "call": None},
              {"oracle": "callbacks", "kind": "not-called", "message": "m", "call": 0}]
-    for p in drawn_programs(range(2), 15):
+    for p in drawn_programs(range(2), 15, cached=True):
         for f in finds:
             source = render_repro(p, None, f, lower_after=f["oracle"] == "crash")
             assert not undeclared(source, p), (f["oracle"], sorted(undeclared(source, p)))
@@ -211,9 +211,9 @@ def _uses(p: dict, name: str) -> bool:
 
 def test_a_missing_api_is_not_drawn_and_not_applicable():
     caps = {**NEWEST_CAPS, "missing_apis": ["jax.experimental.shard_alike", "jax.checkpoint"]}
-    drawn = drawn_programs(range(2), 30, caps=caps, disabled=alone("shard_alike"))
+    drawn = drawn_programs(range(2), 30, cached=True, caps=caps, disabled=alone("shard_alike"))
     assert not any(_uses(p, "op:shard_alike") or _uses(p, "transform:checkpoint") for p in drawn)
-    control = drawn_programs(range(2), 30, caps=NEWEST_CAPS, disabled=alone("shard_alike"))
+    control = drawn_programs(range(2), 30, cached=True, caps=NEWEST_CAPS, disabled=alone("shard_alike"))
     assert any(_uses(p, "op:shard_alike") for p in control) and any(_uses(p, "transform:checkpoint") for p in control)
     p = next(p for p in control if _uses(p, "op:shard_alike"))
     assert applicable(p, {**NEWEST_CAPS, "n_devices": 8}) == ""
@@ -309,7 +309,7 @@ def test_a_release_without_shard_alike(tmp_path):
         assert "no_api:op:shard_alike" in release_rules(caps)
         drawn = drawn_programs(range(2), 20, caps=caps, disabled=alone("shard_alike"))
         assert not any(_uses(p, "op:shard_alike") for p in drawn)
-        p = next(p for p in drawn_programs(range(2), 20, caps=NEWEST_CAPS, disabled=alone("shard_alike"))
+        p = next(p for p in drawn_programs(range(2), 20, cached=True, caps=NEWEST_CAPS, disabled=alone("shard_alike"))
                  if _uses(p, "op:shard_alike") and max(p["mesh"]["axis_sizes"]) <= 8)
         assert "shard_alike" in applicable(p, caps)
         # the backstop, had the probe missed it: the program runs and its own import fails

@@ -142,7 +142,7 @@ def test_an_inlined_jit_renders_and_agrees_with_the_reference(worker):
 def test_the_generator_inlines_traced_jits_only():
     from support.draws import drawn_programs
 
-    progs = [p for p in drawn_programs(range(2), 200) if "jit_inline" in features(p)[0]]
+    progs = [p for p in drawn_programs(range(2), 200, cached=True) if "jit_inline" in features(p)[0]]
     assert len(progs) >= 5, len(progs)
     for p in progs:
         assert not any(c["transforms"] and c["transforms"][0].get("inline") for c in p["calls"])

@@ -712,7 +712,7 @@ def test_an_op_has_twins_on_its_operands():
             {k: v for k, v in b.items() if k not in ("op", "outs")}
 
     # (pooled over four seeds: one pair of seeds drew 9 to 36 twins as the grammar grew, 2026-12-05@a09b8b5)
-    pairs = [(a["op"], b["op"]) for p in drawn_programs([1, 2, 3, 4], 300) for f in p["functions"].values()
+    pairs = [(a["op"], b["op"]) for p in drawn_programs([1, 2, 3, 4], 300, cached=True) for f in p["functions"].values()
              for a, b in zip(f["eqns"], f["eqns"][1:])
              if a["op"] in O.REGISTRY and b["op"] in {o.name for o in twins(O.get(a["op"]))} and same(a, b)]
     assert len(pairs) >= 24, pairs

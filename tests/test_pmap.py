@@ -80,7 +80,7 @@ def test_pmap_typing_rules():
 def test_the_generator_draws_valid_pmaps():
     from support.draws import drawn_programs
 
-    progs = [p for p in drawn_programs(range(6), 150) if "pmap" in features(p)[0]]
+    progs = [p for p in drawn_programs(range(6), 150, cached=True) if "pmap" in features(p)[0]]
     assert len(progs) >= 3, len(progs)
     for p in progs:
         check_program(p)  # (the typing rules: never in a shard_map body, over the mesh's device count)

@@ -74,7 +74,7 @@ def test_jax_agrees_with_the_reference_under_set_mesh(worker):
 
 
 def test_the_generator_draws_set_mesh_on_auto_meshes_only():
-    progs = drawn_programs(range(2), 200)
+    progs = drawn_programs(range(2), 200, cached=True)
     drawn = [p for p in progs if p["mesh"].get("set_mesh")]
     assert drawn and len(drawn) < len(progs) / 2
     assert all(p["mesh"]["axis_type"] == "auto" for p in drawn)

@@ -94,7 +94,7 @@ def test_generator_reads_split_values_on_explicit_meshes():
     from fuzz import typecheck as T
 
     ops = set()
-    for p in drawn_programs([1, 2], 300):
+    for p in drawn_programs([1, 2], 300, cached=True):
         if p["mesh"]["axis_type"] != "explicit":
             continue
 
@@ -136,7 +136,7 @@ def test_releases_before_0_9_track_no_sharding_types():
     check_program(p)
     with pytest.raises(ProgramError, match="not modelled here"):
         check_program(p, caps=old)
-    drawn = [p for p in drawn_programs([3], 200, caps=old) if p["mesh"]["axis_type"] == "explicit"]
+    drawn = [p for p in drawn_programs([3], 200, cached=True, caps=old) if p["mesh"]["axis_type"] == "explicit"]
     assert drawn and not any(i["spec"] and any(i["spec"]) for p in drawn for i in p["inputs"])
 
 

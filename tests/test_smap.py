@@ -101,7 +101,7 @@ def test_a_wrong_value_under_smap_is_caught(worker):
 
 
 def test_the_generator_draws_smap_with_and_without_negative_axes():
-    progs = drawn_programs(range(4), 300)
+    progs = drawn_programs(range(4), 300, cached=True)
     drawn = [features(p)[0] for p in progs]
     assert any("smap" in f and "negative_axes" not in f for f in drawn)
     assert any("negative_axes" in f for f in drawn)

@@ -49,7 +49,7 @@ def test_jax_agrees_with_the_reference_on_uneven_splits(worker):
 def test_the_generator_draws_uneven_splits():
     """Uneven with_sharding_constraint splits are drawn, and only under jit (on typed shapes)."""
     uneven = 0
-    for p in drawn_programs(range(6), 200):  # (pooled: 17 at 775bdd1, 22 after the sharding types)
+    for p in drawn_programs(range(6), 200, cached=True):  # (pooled: 17 at 775bdd1, 22 after the sharding types)
         seen = []
         T.check_program(p, on_eqn=lambda e, ctx, args: seen.append((e, ctx, args)))
         for e, ctx, args in seen:
