@@ -659,8 +659,9 @@ def _register() -> None:
     from fuzz.maintain import reduce_command
 
     from fuzz.distributed import status
+    from fuzz.duplicates import duplicates, link_command
 
-    for command in (export, bisect, reduce_command, status):
+    for command in (export, bisect, reduce_command, status, duplicates, link_command):
         main.add_command(command)
 
 

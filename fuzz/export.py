@@ -222,6 +222,7 @@ class Case:
     jax_version: str
     releases: dict | None = None  # its per-release verdicts (fuzz/verdicts.py)
     upstream: tuple = ()  # public reports of its root cause (addresses checked by fuzz.program.validate_entry)
+    related: tuple = ()  # corpus entries (file stems) triage linked as possibly the same bug (fuzz/duplicates.py)
 
 
 @dataclass
@@ -263,7 +264,7 @@ def load_case(path: str, finding: int | None) -> Case:
             raise ExportError(str(e)) from None
         return Case(Path(path).stem, entry["oracle"], entry["kind"], entry["message"], entry["signature"],
                     entry.get("call"), entry["program"], entry.get("history", []), entry["jax_version"],
-                    entry.get("releases"), tuple(entry.get("upstream", ())))
+                    entry.get("releases"), tuple(entry.get("upstream", ())), tuple(entry.get("related", ())))
     if not isinstance(data, dict) or not isinstance(data.get("findings"), list):
         raise ExportError(f"{path} is neither a corpus entry nor a report (no findings list)")
     findings = data["findings"]
@@ -757,6 +758,15 @@ def _releases_text(releases, ran_on: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def _related_lines(case: Case) -> list:
+    """ISSUE.md's note naming the corpus entries linked to this one (``related``: file stems the schema's
+    pattern checked), none when there are none."""
+    if not case.related:
+        return []
+    return [f"> Possibly the same bug as {', '.join(case.related)} (shardfuzz corpus entries linked at triage, "
+            "`shardfuzz link`): if one of them is filed already, add this repro there.", ""]
+
+
 def issue_text(case: Case, source: str, run: Run, env_info: str, jax_version: str, passes: tuple | None = None,
                partitioner: tuple | None = None) -> str:
     """ISSUE.md: JAX's bug-report layout (title, Description, System info)."""
@@ -778,6 +788,7 @@ def issue_text(case: Case, source: str, run: Run, env_info: str, jax_version: st
         f"# {title(case)}",
         "",
         *known,
+        *_related_lines(case),
         "### Description",
         "",
         f"{happens}",
