@@ -33,7 +33,7 @@ import click
 from fuzz.provision import installed_jax_version  # noqa: F401 (the jax installed here; tests import it from here)
 from fuzz.render import release_caps
 from fuzz.repro import BUG_MARK, CALLBACKS_MARK, render_repro
-from fuzz.typecheck import CHECKPOINT_POLICIES, transform_name
+from fuzz.typecheck import transform_name
 from fuzz.util import hide_install_path
 from oracles.internal_error import JAXPR_MARK
 
@@ -55,9 +55,10 @@ except Exception as e:
         tb = tb.tb_next  # print the traceback from the repro's own frame, as python repro.py does
     traceback.print_exception(type(e), e, tb or e.__traceback__)
     text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-    with open(record, "w") as f:
+    with open(record, "w") as f:  # (frames: every frame's file and function, for the phase it was raised in)
         json.dump({"type": type(e).__module__ + "." + type(e).__qualname__, "message": str(e),
-                   "traceback": text[-4000:]}, f)
+                   "traceback": text[-4000:],
+                   "frames": [[fr.filename, fr.name] for fr in traceback.extract_tb(e.__traceback__)]}, f)
     sys.exit(1)
 '''
 
@@ -584,50 +585,31 @@ def _label(program: dict, k: int | None) -> str:
     return expr
 
 
-_TITLE_FEATURES = {"io_callback_result": "io_callback with a result", "io_callback_ordered": "ordered io_callback",
-                   "io_callback_unordered": "io_callback", "spmd_axis_name": "spmd_axis_name",
-                   "partial_manual": "partial-manual shard_map", "check_vma_off": "check_vma=False",
-                   "capture": "closure", "explicit_mesh": "Explicit mesh", **{c: c for c in _COLLECTIVES},
-                   "checkpoint": "jax.checkpoint", "lax_map": "lax.map", "scan": "lax.scan", "custom_vjp": "custom_vjp",
-                   "custom_jvp": "custom_jvp", "debug_callback": "jax.debug.callback",
-                   "debug_print": "jax.debug.print", "cond": "lax.cond", "fori_loop": "fori_loop",
-                   "while_loop": "while_loop", "with_sharding_constraint": "with_sharding_constraint",
-                   "bfloat16": "bfloat16", "float16": "float16", "in_shardings": "jit in_shardings",
-                   "out_shardings": "jit out_shardings", "auto_axes": "auto_axes", "pmap": "jax.pmap",
-                   **{f"checkpoint_policy:{p}": f"checkpoint policy {p}" for p in CHECKPOINT_POLICIES if p}}
+def title(case: Case, run: Run | None = None) -> str:
+    """The issue's one-line title (at most 100 characters, never cut mid-word): the JAX APIs of the
+    failing call and what goes wrong (fuzz.issue_title.compose). ``run``: the verification run,
+    whose traceback tells when an internal error was raised (tracing, lowering, compiling, ...);
+    without it the raise site recorded in the finding's signature decides, or no phase is named."""
+    from fuzz.issue_title import compose
+
+    site, frames = _raise_site(case, run)
+    return compose(case.program, case.call, case.oracle, case.kind, hide_install_path(case.message), site, frames)
 
 
-def title(case: Case) -> str:
-    """The issue's one-line title: the call (its transforms), the features that matter, what goes wrong."""
-    from fuzz.features import features
+def _raise_site(case: Case, run: Run | None) -> tuple:
+    """(the raise site ``jax._src.module:function`` of an internal error's signature, or '';
+    the JAX frames (path, function) of the run's traceback, outermost first, or None)."""
+    from fuzz.issue_title import jax_frames
 
-    names, _ = features(case.program)
-    shown = []
-    for n, text in _TITLE_FEATURES.items():
-        if n in names and not (n.startswith("io_callback") and any("io_callback" in s for s in shown)):
-            shown.append(text)
-    shown = shown[:4]
-    where = f"`{_label(case.program, case.call)}`" + (f" ({', '.join(shown)})" if shown else "")
-    first = _line(hide_install_path(case.message), 90)
-    if case.oracle == "internal-error":
-        return f"{where} raises {case.kind.removeprefix('builtins.')} on a valid program: {first}"
-    if case.oracle == "crash" and case.kind == "memory":
-        return f"{where} takes gigabytes of memory: {first}"
-    if case.oracle == "crash":
-        return f"Process dies ({case.kind}) running {where}: {first}"
-    if case.oracle == "hang":
-        return f"{where} hangs"
-    if case.oracle == "differential":
-        what = "an output of the wrong shape" if case.kind == "wrong-shape" else "wrong values"
-        return f"{where} returns {what}"
-    if case.oracle == "callbacks":
-        return f"A host callback in {where} receives other values than its argument's"
-    if case.oracle == "metamorphic":
-        return f"{where} disagrees with the same function under jit / without spmd_axis_name"
-    if case.oracle == "determinism":
-        how = "after jax.clear_caches()" if case.kind == "within-process" else "across processes (PYTHONHASHSEED)"
-        return f"Lowering of {where} differs {how}"
-    return f"{case.oracle} in {where}"
+    parts = case.signature.split(": ", 3)
+    site = parts[2] if case.oracle == "internal-error" and len(parts) > 3 and ":" in parts[2] else ""
+    frames = None
+    if run is not None and run.error:
+        listed = run.error.get("frames")
+        ok = isinstance(listed, list) and all(isinstance(x, list) and len(x) == 2 for x in listed)
+        frames = ([(str(p), str(f)) for p, f in listed if "/jax/" in str(p) or "/jaxlib/" in str(p)]
+                  if ok else jax_frames(str(run.error.get("traceback", ""))))
+    return site, frames
 
 
 def feature_docs(program: dict) -> list:
@@ -666,8 +648,10 @@ def _expected_text(case: Case, run: Run) -> str:
     for _, (name, url, what) in docs:
         grouped.setdefault((name, url), []).append(what)
     listing = "\n".join(f"- [{name}]({url}): {'; '.join(whats)}." for (name, url), whats in grouped.items())
-    valid = ("The program is valid: shardfuzz's typing rules (`fuzz/typecheck.py`, written from JAX's documentation) "
-             "accept it, and each API is used as its documentation says:\n\n" + listing)
+    others = _op_doc_links(case.program, {url for _, (_, url, _) in docs})
+    if others:
+        listing += ("\n" if listing else "") + "- also used as documented: " + ", ".join(others) + "."
+    valid = "The program is valid: each API is used as its documentation says:\n\n" + listing
     if case.oracle == "internal-error" and case.message.startswith(JAXPR_MARK):
         return f"**Expected:** the call runs (it does) and `print(jax.make_jaxpr(f)(*args))` prints its jaxpr. {valid}"
     if case.oracle == "internal-error":
@@ -679,14 +663,15 @@ def _expected_text(case: Case, run: Run) -> str:
         what = "dies" if case.oracle == "crash" else "hangs"
         return (f"**Expected:** the process never {what}: at worst JAX raises a Python exception. {valid}")
     if case.oracle == "differential":
-        return ("**Expected:** the outputs of the same function evaluated without jit, shard_map, vmap or collectives "
-                "(shardfuzz's unsharded NumPy reference: shard_map cuts and reassembles blocks as its in_specs / "
-                "out_specs say, vmap maps over the batch dimension, collectives act on the values along the named axis). "
-                "Both arrays, as the repro prints them:\n\n" + _fenced(_arrays_printed(run)) + "\n\n" + valid)
+        return ("**Expected:** the values of the same computation without sharding, on whole arrays with NumPy "
+                "(under a derivative: eagerly with plain jax.numpy): shard_map cuts its arguments into blocks and "
+                "reassembles its results as its in_specs / out_specs say, vmap maps over the batch dimension, each "
+                "collective combines the values along its named axis. Both arrays, as the repro prints them:\n\n"
+                + _fenced(_arrays_printed(run)) + "\n\n" + valid)
     if case.oracle == "callbacks":
-        return ("**Expected:** each host function receives the values of its argument, compared at each position of "
-                "the argument's local block as sets of values (how often a host function runs is not specified), as "
-                "the repro prints them:\n\n"
+        return ("**Expected:** each host function runs and receives the values of its argument, computed without "
+                "sharding (compared at each position of the argument's local block as sets of values: how often a "
+                "host function runs is not specified), as the repro prints them:\n\n"
                 + _fenced(_arrays_printed(run)) + "\n\n" + valid)
     if case.oracle == "metamorphic":
         return ("**Expected:** the same values from both calls: `jit` does not change what a function computes, and "
@@ -698,6 +683,32 @@ def _expected_text(case: Case, run: Run) -> str:
                 "persistent compilation cache keys on it, so a lowering that depends on Python's hash seed misses "
                 "the cache in every new process.")
     return ""
+
+
+_DOC_PAGE = "https://docs.jax.dev/en/latest/_autosummary/{}.html"
+
+
+def _op_doc_links(program: dict, linked: set) -> list:
+    """Markdown links to the documentation page of each public ``jax.numpy`` / ``jax.lax`` /
+    ``jax.random`` / ``jax.*`` function the program's ops render to (fuzz/jax_api.py ``OPS``), those
+    of ``linked`` (addresses already listed) left out; JAX's API reference names each page
+    ``_autosummary/<dotted name>.html``."""
+    from fuzz import jax_api
+    from fuzz.features import op_names
+    from fuzz.issue_title import short_api
+
+    out: dict = {}
+    for op in sorted(op_names(program)):
+        for req in jax_api.OPS.get(op, ()):
+            kind, name = jax_api.apis(req)[0][:2]
+            if kind == "module" or not re.fullmatch(r"jax\.(numpy\.|lax\.|random\.)?[a-z_]+", name) or \
+                    name in ("jax.numpy.float32", "jax.numpy.float16", "jax.numpy.bfloat16", "jax.numpy.int32",
+                             "jax.numpy.ndim", "jax.numpy.inf", "jax.lax.stop_gradient", "jax.typeof"):
+                continue
+            url = _DOC_PAGE.format(name)
+            if url not in linked:
+                out.setdefault(url, f"[{short_api(name)}]({url})")
+    return list(out.values())
 
 
 def _fenced(text: str, lang: str = "") -> str:
@@ -730,12 +741,12 @@ def _releases_text(releases, ran_on: str | None = None) -> str:
     from fuzz.verdicts import affected_text, conclusions, newest_reproducing, normalise
 
     if not releases:
-        return "Not bisected yet (`shardfuzz bisect ENTRY` replays it on released versions)."
+        return "Not checked on other releases yet."
     try:  # (derived again from what was tested: hand-edited records, records of the older form)
         r = conclusions(releases)
         tested = normalise(releases["tested"])
     except (KeyError, TypeError, ValueError, AttributeError):
-        return "The entry's release record is malformed (`shardfuzz bisect ENTRY` writes it again)."
+        return "The record of the releases checked is malformed: not shown."
     lines = [f"- affected releases: {affected_text(r['affected'])}"]
     before = {c["first"]: c["last"] for c in r["changes"]}
     for first, _ in r["affected"][1:]:  # fixed, then back: a regression
@@ -744,18 +755,50 @@ def _releases_text(releases, ran_on: str | None = None) -> str:
                        ("fixed_in", "fixed in"), ("last_affected", "last affected release")):
         if r.get(key):
             lines.append(f"- {label}: {r[key]}")
-    if r["fails_differently"]:
-        spans = [s["from"] if s["from"] == s["to"] else f"{s['from']} to {s['to']}" for s in r["fails_differently"]]
-        lines.append(f"- fails with another error (not counted as affected): {'; '.join(spans)}")
+    for key, label in (("fails_differently", "fails differently (another error, not counted as affected)"),
+                       ("not_applicable", "not applicable (the release cannot run this program)")):
+        for span in r.get(key) or ():
+            when = span["from"] if span["from"] == span["to"] else f"{span['from']} to {span['to']}"
+            said = _seen_words(span.get("seen") or span.get("why") or "")
+            lines.append(f"- {label}: {when}" + (f": {said}" if said else ""))
     if tested:
         lines.append("- checked: " + ", ".join(f"{v}: {rec['verdict']}" for v, rec in tested.items()))
     newest = newest_reproducing(releases)
     if ran_on and newest:
         lines.append(f"- this repro was verified on jax {_line(ran_on, 40)}; the newest release checked where it "
                      f"reproduces: {newest}")
-    lines.append(f"- releases in between are assumed to behave as the tested ones around them "
-                 f"(`shardfuzz bisect` tests the releases where the verdict changes)")
+    lines.append("- releases in between are assumed to behave as the checked ones around them (the releases "
+                 "where the outcome changes were checked)")
     return "\n".join(lines)
+
+
+def _seen_words(seen: str, limit: int = 240) -> str:
+    """What a release showed instead (a verdict record's ``seen`` or ``why``: untrusted, fuzz/verdicts.py)
+    in JAX's words, as inline code: the exception and its message, the signal, the wrong values;
+    '' for nothing recorded."""
+    text = " ".join(str(seen).split())
+    if not text:
+        return ""
+    m = re.match(r"(internal-error|crash|hang|differential|callbacks|metamorphic|determinism): ([\w.-]+): ?(.*)", text)
+    if m:
+        oracle, kind, rest = m.groups()
+        message = rest
+        if rest.endswith(")"):  # "signature (message)": the message is the last balanced group
+            depth = 0
+            for i in range(len(rest) - 1, -1, -1):
+                depth += {")": 1, "(": -1}.get(rest[i], 0)
+                if depth == 0:
+                    message = rest[i + 1:-1] if i > 0 and rest[i - 1] == " " else rest
+                    break
+        text = {"internal-error": f"raises {kind.rsplit('.', 1)[-1]}: {message}",
+                "crash": f"the process dies ({kind})" + ("" if "died" in message else f": {message}"),
+                "hang": "the call hangs",
+                "differential": "returns an output of the wrong shape" if kind == "wrong-shape" else
+                "returns wrong values"}.get(oracle, f"{oracle} ({kind})")
+    else:  # why a release cannot run it: the API it lacks
+        text = re.sub(r"lacks an API (\w+) renders to", r"lacks the API of \1 that the repro uses", text)
+        text = re.sub(r" \((?:fuzz|oracles)/[\w./]+\)", "", text)
+    return "`" + _line(hide_install_path(text), limit).replace("`", "'") + "`"
 
 
 def _related_lines(case: Case) -> list:
@@ -763,29 +806,45 @@ def _related_lines(case: Case) -> list:
     pattern checked), none when there are none."""
     if not case.related:
         return []
-    return [f"> Possibly the same bug as {', '.join(case.related)} (shardfuzz corpus entries linked at triage, "
-            "`shardfuzz link`): if one of them is filed already, add this repro there.", ""]
+    return [f"> Possibly the same bug as {', '.join(case.related)} (findings of the same fuzzer, linked at "
+            "triage): if one of them is filed already, add this repro there.", ""]
 
 
 def issue_text(case: Case, source: str, run: Run, env_info: str, jax_version: str, passes: tuple | None = None,
                partitioner: tuple | None = None) -> str:
     """ISSUE.md: JAX's bug-report layout (title, Description, System info)."""
-    what = _line(hide_install_path(case.message), 300) if case.message else case.kind
+    from fuzz.issue_title import jax_words, phase
+
+    message = case.message
+    if case.oracle == "internal-error" and run.error and run.error.get("message"):  # (what the repro shows)
+        message = str(run.error["message"]).replace(run.path, "repro.py") if run.path else str(run.error["message"])
+        message = (JAXPR_MARK if case.message.startswith(JAXPR_MARK) else "") + message
+    what = _line(jax_words(hide_install_path(message)), 300) if message else case.kind
+    site, frames = _raise_site(case, run)
+    when = phase(case.message, site, frames) if case.oracle == "internal-error" else ""
+    callback = (re.search(r"\ban? ([\w.]+(?: callback)?) (?:never ran|received|ran that)", case.message) or
+                [None, "host callback"])[1]
     happens = {
-        "internal-error": f"JAX raises `{case.kind.removeprefix('builtins.')}` from its own code on a valid program:",
-        "crash": f"The process dies ({case.kind}):",
+        "internal-error": f"JAX raises `{case.kind.removeprefix('builtins.')}` from its own code"
+                          f"{' ' + when if when else ''} on a valid program:",
+        "crash": {"SIGABRT": "The process aborts (SIGABRT):", "SIGSEGV": "The process crashes (SIGSEGV):",
+                  "memory": "The process takes gigabytes of memory:"}.get(case.kind,
+                                                                           f"The process is killed ({case.kind}):"),
         "hang": "The call never returns:",
-        "differential": ("The call returns an output of another shape than the same function without the "
-                         "transforms:" if case.kind == "wrong-shape" else
-                         "The call returns other values than the same function without the transforms:"),
-        "callbacks": "An io_callback host function receives other values than its argument holds:",
+        "differential": ("The call returns an output of another shape than the same computation without "
+                         "sharding:" if case.kind == "wrong-shape" else
+                         "The call returns other values than the same computation without sharding:"),
+        "callbacks": {"not-called": f"The host function given to `{callback}` never runs:",
+                      "unexpected-call": f"A host function given to `{callback}` runs that should not:"}.get(
+                          case.kind, f"The host function given to `{callback}` receives other values than its "
+                                     f"argument holds:"),
         "metamorphic": "Two calls of one function that may differ only by jit / spmd_axis_name return different values:",
         "determinism": "The StableHLO text of a jitted call is not the same every time:",
     }.get(case.oracle, "")
-    known = ([f"> Already reported: {', '.join(case.upstream)}. This is the same root cause (shardfuzz triage): "
+    known = ([f"> Already reported: {', '.join(case.upstream)}. It has the same root cause (triaged by hand): "
               "add this repro there as a comment instead of filing a new issue.", ""] if case.upstream else [])
     return "\n".join([
-        f"# {title(case)}",
+        f"# {title(case, run)}",
         "",
         *known,
         *_related_lines(case),
@@ -806,12 +865,12 @@ def issue_text(case: Case, source: str, run: Run, env_info: str, jax_version: st
         "",
         _fenced(_observed(run)),
         "",
-        "Affected releases (`shardfuzz bisect`):",
+        "Affected releases (the same program run on each release checked):",
         "",
         _releases_text(case.releases, jax_version),
         "",
         *_passes_text(passes, partitioner),
-        f"Found by shardfuzz, a fuzzer for JAX's sharding transforms (finding `{_line(case.signature, 300)}`).",
+        "Found by shardfuzz, a fuzzer for JAX's sharding transforms.",
         "",
         "### System info (python version, jaxlib version, accelerator, etc.)",
         "",

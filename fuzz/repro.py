@@ -15,6 +15,7 @@ import numpy as np
 
 from fuzz.render import (NEWEST_CAPS, ProgramError, _id, _int, _int_input_line, _label, _linear_helpers, _Renderer,
                          _tuple_source, _values, call_args, spec_source)
+from fuzz.issue_title import jax_words
 from fuzz.util import hide_install_path
 
 LITERAL_INPUT_MAX = 8  # seeded inputs with at most this many elements are written as literal arrays
@@ -346,14 +347,13 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
     if memory:
         limit = re.search(r"passed ([\d.]+) GiB", str(finding.get("message", "")))
         gib = float(limit.group(1)) if limit else 8.0
-        first_lines.insert(0, f"watch_memory({gib})  # the fuzzer's worker was killed once its resident memory "
-                              f"passed {gib} GiB")
+        first_lines.insert(0, f"watch_memory({gib})  # ends the process once its resident memory passes {gib} GiB")
         helpers.add("watch_memory")
     if oracle in ("crash", "hang"):
         if lower_after:
             lowerings = [f"run_earlier({_call_label(j, c) + ' (lowered)'!r}, {rr.lower_expr(c)}, {args})"
                          for j, c, expr, args in calls_src]
-            tail += ["# the fuzzer's workers then lower every call, before and after jax.clear_caches()",
+            tail += ["# then lower every call, before and after jax.clear_caches() (the crash may need it)",
                      *lowerings, "jax.clear_caches()", *lowerings]
         tail += barrier + [f'print("no {oracle}: JAX behaves")']
     elif oracle == "internal-error":
@@ -376,8 +376,8 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
         j, c, expr, args = last
         want = expected["results"][k]
         tail += [f"out = {expr}({args})  # {_call_label(j, c)}", *barrier,
-                 "# expected: the same function without jit, shard_map, vmap or collectives (shardfuzz's "
-                 "unsharded NumPy reference)",
+                 "# expected: the same computation without sharding, on whole arrays with NumPy (under a "
+                 "derivative: eagerly with plain jax.numpy)",
                  "expected = [" + ", ".join(array_source(a) for a in want) + "]",
                  "check_outputs(out, expected)"]
         helpers.add("check_outputs")
@@ -397,7 +397,7 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
         tail += ["received.clear()", f"out = jax.block_until_ready({expr}({args}))  # {_call_label(j, c)}",
                  "jax.effects_barrier()",
                  "# expected: the values each host function receives at each position of its argument's local "
-                 "block (shardfuzz's unsharded reference): one array by position, or (positions, values)",
+                 "block, computed without sharding: one array by position, or (positions, values)",
                  "expected = {" + ", ".join(f"{_id(t)!r}: {_cells_source(v)}" for t, v in sorted(want.items())) + "}",
                  f"check_callbacks(received, expected, may_skip={set(skip) if skip else set()!r})"]
         helpers.add("check_callbacks")
@@ -479,7 +479,7 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
                        "    threading.Thread(target=watch, daemon=True).start()"]
     if "check_outputs" in helpers:
         helper_src += ["", "",
-                       f"def check_outputs(out, expected, rtol={tol}):  # shardfuzz's tolerance: "
+                       f"def check_outputs(out, expected, rtol={tol}):  # tolerance: "
                        f"atol scales with the largest |expected|",
                        '    assert len(out) == len(expected), f"{len(out)} outputs, expected {len(expected)}"',
                        "    for i, (got, want) in enumerate(zip(out, expected)):",
@@ -546,9 +546,9 @@ def render_repro(program: dict, caps: dict | None, finding: dict, expected: dict
     # -- header and imports -----------------------------------------------------------
     all_text = text + "\n".join(helper_src)
     version = f" on jax {_printable(caps['jax_version'], 40)}" if caps.get("jax_version") else ""
-    head = [f"# Repro of a shardfuzz finding{version}: {_printable(oracle, 20)}: "
+    head = [f"# Repro of a JAX bug{version}: {_printable(oracle, 20)}: "
             f"{_printable(finding.get('kind', ''), 40)}",
-            f"# {_printable(hide_install_path(finding.get('message', '')), 110)}",
+            f"# {_printable(jax_words(hide_install_path(finding.get('message', ''))), 110)}",
             "# `python repro.py` needs only jax and numpy; exit status 0 when JAX behaves, non-zero while the bug shows.",
             "import os",
             *(f"import {m}" for m in ("base64", "difflib", "faulthandler", "re", "subprocess", "sys", "tempfile",

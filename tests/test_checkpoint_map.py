@@ -283,5 +283,5 @@ def test_features_and_documentation():
         eqn("call", ["a", "b"], ["v"], transforms=[ckpt("nothing_saveable")], fn=BODY)], ["v"])})
     case = Case(name="t", oracle="internal-error", kind="builtins.ValueError", message="boom", signature="s", call=0,
                 program=nested, history=[], jax_version="0.10.2")
-    assert title(case) == ("`jit(f0)` (jax.checkpoint, checkpoint policy nothing_saveable) raises ValueError on a "
-                           "valid program: boom")
+    assert title(case) == ("jax.jit of jax.checkpoint(policy=nothing_saveable) of jnp.multiply raises "
+                           "ValueError: boom")  # (the call's chain, then what is inside)

@@ -157,4 +157,4 @@ def test_export_names_the_related_entries_in_issue_md(tmp_path):
     assert "Possibly the same bug" not in issue_text(load_case(str(d / f"{a}.json"), None), "src", run, "env", "0.10.2")
     D.link(str(d), a, b, "one bug")
     text = issue_text(load_case(str(d / f"{a}.json"), None), "src", run, "env", "0.10.2")
-    assert f"\n> Possibly the same bug as {b} (shardfuzz corpus entries" in text
+    assert f"\n> Possibly the same bug as {b} (findings of the same fuzzer" in text

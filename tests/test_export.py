@@ -85,7 +85,7 @@ def test_export_of_an_entry_writes_a_verified_repro_and_issue(found, tmp_path):
     assert "already reported upstream: https://github.com/jax-ml/jax/issues/1" in r.output
     assert "io_callback(lambda x: x" in repro and "CALLBACK_LOG" not in repro
     lines = issue.splitlines()
-    assert lines[0].startswith("# `f0` (io_callback with a result) raises TypeError on a valid program")
+    assert lines[0].startswith("# eager io_callback raises TypeError")
     for part in ("### Description", "Cannot convert GSPMDSharding", "**Expected:** the call runs without error",
                  "https://docs.jax.dev/en/latest/_autosummary/jax.experimental.io_callback.html",
                  "```python\n" + repro.rstrip() + "\n```", "TypeError: Cannot convert GSPMDSharding {maximal device=0}",
@@ -119,7 +119,7 @@ def test_export_of_a_report_finding_with_wrong_shape_shows_both_arrays(found, tm
     r = invoke([report, "--finding", 1, "--out", out])
     assert r.exit_code == 0, r.output
     issue = (out / "ISSUE.md").read_text()
-    assert issue.startswith("# `vmap(f0)` (closure, all_to_all) returns an output of the wrong shape")
+    assert issue.startswith("# jax.vmap of lax.all_to_all returns an output of the wrong shape\n")
     assert "shape (1, 2, 1, 2, 1), expected (1, 2, 1)" in issue  # the assertion, in the observed output
     assert "expected\n[[[" in issue  # the expected array, as printed
     assert "https://docs.jax.dev/en/latest/_autosummary/jax.vmap.html" in issue
@@ -335,4 +335,4 @@ def test_the_finders_install_path_stays_out_of_the_repro_and_the_issue():
     texts = {"repro": source.splitlines()[1], "title": title(case), "issue": issue_text(case, "", run, "", "0.10.2")}
     for name, text in texts.items():
         assert "/home/someone" not in text, name
-        assert ".../site-packages/jax/_src/lax/" in text, name
+        assert ".../site-packages/jax/_src/lax/" in text or name == "title", name  # (a title quotes less)
