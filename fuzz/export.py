@@ -686,6 +686,7 @@ def _expected_text(case: Case, run: Run) -> str:
 
 
 _DOC_PAGE = "https://docs.jax.dev/en/latest/_autosummary/{}.html"
+_DOC_NAMES = {"jax.new_ref": "jax.ref.new_ref", "jax.freeze": "jax.ref.freeze"}  # (documented in jax.ref)
 
 
 def _op_doc_links(program: dict, linked: set) -> list:
@@ -703,9 +704,10 @@ def _op_doc_links(program: dict, linked: set) -> list:
             kind, name = jax_api.apis(req)[0][:2]
             if kind == "module" or not re.fullmatch(r"jax\.(numpy\.|lax\.|random\.)?[a-z_]+", name) or \
                     name in ("jax.numpy.float32", "jax.numpy.float16", "jax.numpy.bfloat16", "jax.numpy.int32",
-                             "jax.numpy.ndim", "jax.numpy.inf", "jax.lax.stop_gradient", "jax.typeof"):
+                             "jax.numpy.ndim", "jax.numpy.inf", "jax.lax.stop_gradient", "jax.typeof",
+                             "jax.lax.pcast", "jax.lax.pvary", "jax.lax.all_gather_invariant"):  # (no page known)
                 continue
-            url = _DOC_PAGE.format(name)
+            url = _DOC_PAGE.format(_DOC_NAMES.get(name, name))
             if url not in linked:
                 out.setdefault(url, f"[{short_api(name)}]({url})")
     return list(out.values())
