@@ -135,8 +135,9 @@ TRANSFORMS = {
     "shard_map": ((ANY, *(("attr", n) for n in _SHARD_MAP)),
                   *((ANY, *(("keyword", n, k) for n in _SHARD_MAP)) for k in ("mesh", "in_specs", "out_specs")),
                   (ANY, *(("keyword", n, k) for n in _SHARD_MAP for k in ("check_vma", "check_rep"))),
-                  (ANY, *(("keyword", n, k) for n in _SHARD_MAP for k in ("axis_names", "auto"))),
-                  *_RESHARD),
+                  (ANY, *(("keyword", n, k) for n in _SHARD_MAP for k in ("axis_names", "auto")))),
+    # (a shard_map on an Explicit mesh also reshards its inputs and results: the "explicit" user's
+    # jax.sharding.reshard; on an Auto mesh it needs none, as on every release before jax 0.7)
     "smap": _fn("jax.smap", "in_axes", "out_axes", "axis_name"),
     "explicit": (("attr", "jax.sharding.AxisType.Explicit"), ("keyword", "jax.sharding.Mesh", "axis_types"),
                  ("attr", "jax.set_mesh"), *_RESHARD),
@@ -166,20 +167,20 @@ def api_name(api) -> str:
 
 
 def resolve(name: str, import_module):
-    """The object a dotted name reaches: the longest prefix ``import_module`` imports, then
-    attributes. Raises ImportError or AttributeError (or what an import raises) if it does not."""
+    """The object a dotted name reaches as the rendered source reaches it: the top module
+    imported, then attributes, a submodule imported only where no attribute of that name is
+    there yet (``jax.experimental.shard_alike``). Importing first would shadow an attribute by
+    a module of the same name (``jax.config`` is a Config object; jax 0.4.28 also ships a
+    deprecated ``jax/config.py`` without ``update``). Raises ImportError or AttributeError (or
+    what an import raises) if the name does not resolve."""
     parts = name.split(".")
-    last = None
-    for i in range(len(parts), 0, -1):
+    obj = import_module(parts[0])
+    for i in range(1, len(parts)):
         try:
-            obj = import_module(".".join(parts[:i]))
-        except ImportError as e:
-            last = e
-            continue
-        for attr in parts[i:]:
-            obj = getattr(obj, attr)
-        return obj
-    raise last if last is not None else ImportError(name)
+            obj = getattr(obj, parts[i])
+        except AttributeError:
+            obj = import_module(".".join(parts[:i + 1]))
+    return obj
 
 
 def present(api, import_module, signature) -> bool:
