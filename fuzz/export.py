@@ -995,10 +995,14 @@ def export(path, finding, out_dir, python, jax_version, venv_python, xla_passes)
 
     try:
         case = load_case(path, finding)
-        newest = newest_release(case)
-        if not (python or jax_version) and newest != case.jax_version:  # (a newer release reproduces it)
-            log(f"the finding reproduces on jax {newest}, the newest release its entry records it on: verifying there")
-            python, jax_version = (sys.executable, None) if newest == installed_jax_version() else (None, newest)
+        if not (python or jax_version):  # the newest release the finding reproduces on, installed here or not
+            newest = newest_release(case)
+            if newest == installed_jax_version():
+                python = sys.executable
+            else:
+                log(f"the finding reproduces on jax {newest}, the newest release its entry records it on: "
+                    f"verifying there")
+                jax_version = newest
         interp = choose_interpreter(case, python, jax_version, log=log, venv_python=venv_python)
         target = Path(out_dir) if out_dir else Path("export") / case.name
         repro_path, issue_path = export_case(case, interp, target, log=log, xla_passes=xla_passes)
