@@ -32,10 +32,16 @@ def test_corpus_is_not_empty():
     assert PAIRS, "corpus/ holds no entries"
 
 
-# two xdist groups (each test process replays about half, with a runner of its own): the whole
-# corpus in one process is the longest stretch of the default run
-@pytest.mark.parametrize("path, entry", [pytest.param(p, e, id=p.stem, marks=pytest.mark.xdist_group(f"corpus-{i % 2}"))
-                                         for i, (p, e) in enumerate(PAIRS)])
+def marks(i: int, entry: dict) -> list:
+    """Two xdist groups (each test process replays about half, with a runner of its own): the whole
+    corpus in one process is the longest stretch of the default run. A crash entry is slow (``--slow``):
+    its replay crashes a worker twice (the confirmation in a fresh one) after its history, about
+    31 s each on a loaded 2-core machine (2026-12-07): a third of the corpus's time for a tenth of
+    its entries; the crash path itself stays in the default run (tests/test_faults.py)."""
+    return [pytest.mark.xdist_group(f"corpus-{i % 2}")] + ([pytest.mark.slow] if entry.get("oracle") == "crash" else [])
+
+
+@pytest.mark.parametrize("path, entry", [pytest.param(p, e, id=p.stem, marks=marks(i, e)) for i, (p, e) in enumerate(PAIRS)])
 def test_entry_keeps_its_status(runner, path, entry):
     result = replay_entry(entry, runner, str(path))
     print(f"{path.name}: {result.verdict} on JAX {runner.caps['jax_version']} {result.why}")
