@@ -210,10 +210,12 @@ def _uses(p: dict, name: str) -> bool:
 
 
 def test_a_missing_api_is_not_drawn_and_not_applicable():
+    # one seed: of its 30 programs with shard_alike alone enabled, 29 use shard_alike and 18
+    # checkpoint where nothing is missing (2026-12-07); the draws are slow (about 0.2 s each)
     caps = {**NEWEST_CAPS, "missing_apis": ["jax.experimental.shard_alike", "jax.checkpoint"]}
-    drawn = drawn_programs(range(2), 30, cached=True, caps=caps, disabled=alone("shard_alike"))
+    drawn = drawn_programs([0], 30, cached=True, caps=caps, disabled=alone("shard_alike"))
     assert not any(_uses(p, "op:shard_alike") or _uses(p, "transform:checkpoint") for p in drawn)
-    control = drawn_programs(range(2), 30, cached=True, caps=NEWEST_CAPS, disabled=alone("shard_alike"))
+    control = drawn_programs([0], 30, cached=True, caps=NEWEST_CAPS, disabled=alone("shard_alike"))
     assert any(_uses(p, "op:shard_alike") for p in control) and any(_uses(p, "transform:checkpoint") for p in control)
     p = next(p for p in control if _uses(p, "op:shard_alike"))
     assert applicable(p, {**NEWEST_CAPS, "n_devices": 8}) == ""
@@ -307,9 +309,9 @@ def test_a_release_without_shard_alike(tmp_path):
         caps = r.caps
         assert "jax.experimental.shard_alike" in caps["missing_apis"]
         assert "no_api:op:shard_alike" in release_rules(caps)
-        drawn = drawn_programs(range(2), 20, caps=caps, disabled=alone("shard_alike"))
+        drawn = drawn_programs([0], 20, caps=caps, disabled=alone("shard_alike"))
         assert not any(_uses(p, "op:shard_alike") for p in drawn)
-        p = next(p for p in drawn_programs(range(2), 20, cached=True, caps=NEWEST_CAPS, disabled=alone("shard_alike"))
+        p = next(p for p in drawn_programs([0], 20, cached=True, caps=NEWEST_CAPS, disabled=alone("shard_alike"))
                  if _uses(p, "op:shard_alike") and max(p["mesh"]["axis_sizes"]) <= 8)
         assert "shard_alike" in applicable(p, caps)
         # the backstop, had the probe missed it: the program runs and its own import fails
