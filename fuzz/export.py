@@ -35,6 +35,7 @@ from fuzz.render import release_caps
 from fuzz.repro import BUG_MARK, CALLBACKS_MARK, render_repro
 from fuzz.typecheck import transform_name
 from fuzz.util import hide_install_path
+from fuzz.verdicts import newest_reproducing
 from oracles.internal_error import JAXPR_MARK
 
 PER_CALL = ("internal-error", "differential", "callbacks", "metamorphic", "determinism")
@@ -999,7 +1000,7 @@ def export(path, finding, out_dir, python, jax_version, venv_python, xla_passes)
             newest = newest_release(case)
             if newest == installed_jax_version():
                 python = sys.executable
-            else:
+            elif newest_reproducing(case.releases) is not None:  # (recorded: a venv is made for it)
                 log(f"the finding reproduces on jax {newest}, the newest release its entry records it on: "
                     f"verifying there")
                 jax_version = newest

@@ -260,7 +260,7 @@ def test_the_other_partitioner_clears_a_shardy_bug_only(tmp_path):
     from fuzz.export import other_partitioner
 
     entry = Path(__file__).resolve().parent.parent / "corpus" / "differential-cb0b3b1097ca.json"
-    r = invoke([entry, "--out", tmp_path / "conv"])
+    r = invoke([entry, "--python", sys.executable, "--out", tmp_path / "conv"])  # (jax 0.10.2, where it shows)
     assert r.exit_code == 0, r.output
     conv = (tmp_path / "conv" / "repro.py").read_text()
     assert other_partitioner(conv, sys.executable, 120, True) == ("Shardy", "GSPMD", True)

@@ -63,7 +63,8 @@ def report(programs, findings_, known=(), **more):
             "features": {"jit": 3, "vmap": 1}, "depth_histogram": {"1": 2, "10": 1}, "findings": list(findings_),
             "known": list(known), "known_seconds": 2.0, "swarm": False, "avoid_known": True, "shrink": True, "disabled": [], "avoided": 0,
             "reduced": 0, "fresh": True, "look_past": True, "look_past_runs": 3, "look_past_clear": 1, "look_past_seconds": 1.25,
-            "look_past_vma_runs": 2, "look_past_vma_clear": 1, "shrunk_to_known": 2}
+            "look_past_vma_runs": 2, "look_past_vma_clear": 1, "shrunk_to_known": 2,
+            "generator_errors": []}
     return {**base, **more}
 
 

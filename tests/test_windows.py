@@ -155,11 +155,11 @@ def test_a_wrong_window_in_the_reference_is_caught(worker):
 
 def test_a_flipped_kernel_in_the_reference_is_caught(worker, monkeypatch):
     """A true convolution (the kernel flipped) in the reference instead of XLA's correlation."""
-    import fuzz.reference as R
+    import fuzz.values as V  # (the seeded weights the ops' references read)
 
-    real = R.weights
+    real = V.weights
     p = windows_program()
-    monkeypatch.setattr(R, "weights", lambda seed, shape: real(seed, shape)[::-1].copy() if len(shape) == 1
+    monkeypatch.setattr(V, "weights", lambda seed, shape: real(seed, shape)[::-1].copy() if len(shape) == 1
                         else real(seed, shape))
     planted = evaluate(p)
     monkeypatch.undo()
