@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from fuzz import ops as O
+from fuzz.transforms import lookup
 from fuzz.typecheck import DIFFERENTIATING, transform_name
 
 # Transform kinds whose feature name differs: JAX's name (``jax.lax.map``), not the IR's.
@@ -31,37 +32,9 @@ def _walk_chain(transforms: list, fn: dict, outer: set, out: set, depth: int, me
     for t in transforms:
         name = transform_name(t)
         out.add(KIND_FEATURES.get(name, name))
-        if t["kind"] == "checkpoint" and t["policy"] is not None:
-            out.add(f"checkpoint_policy:{t['policy']}")
-        if t["kind"] == "vmap":
-            if t["spmd_axis_name"]:
-                out.add("spmd_axis_name")
-            if t["axis_name"]:
-                out.add("vmap_axis_name")
-        if t["kind"] == "scan" and any(k is not None for k in t["carry"]):
-            out.add("scan_carry")
-        if t["kind"] == "jit":
-            out.update(name for key, name in (("in_specs", "in_shardings"), ("out_specs", "out_shardings"))
-                       if t.get(key) is not None)
-            if t.get("donate_argnums"):
-                out.add("donate_argnums")
-            if t.get("inline"):
-                out.add("jit_inline")
-        if t["kind"] == "shard_map":
-            if not t["check_vma"]:
-                out.add("check_vma_off")
-            # partial-manual: some mesh axis stays automatic inside (as fuzz.typecheck.enter types it;
-            # an smap names its one axis even when it is the last free one)
-            names = frozenset(t["axis_names"] if t["axis_names"] is not None else set(mesh) - manual)
-            if t["axis_names"] is not None and names | manual != set(mesh):
-                out.add("partial_manual")
-            manual = manual | names
-            if t.get("infer"):
-                out.add("infer_in_specs")
-            if t.get("smap"):
-                out.add("smap")
-            if t.get("negative_axes"):
-                out.add("negative_axes")
+        tr = lookup(t["kind"])
+        if tr is not None:
+            manual = tr.features(t, out, mesh, manual)
     return _walk_function(fn, outer, out, depth + len(transforms), mesh, manual)
 
 

@@ -56,12 +56,16 @@ def schema(name: str) -> dict:
     """A JSON Schema by name: "program" or "corpus_entry".
 
     Parts that other modules define are filled in here, so that they cannot drift:
-    the program schema's equations (fuzz.typecheck.EQN_SIGNATURES) and the corpus
+    the program schema's equations (fuzz.typecheck.EQN_SIGNATURES) and transforms (the
+    transform registry, fuzz/transforms/), and the corpus
     schema's oracle names (oracles.SAVABLE).
     """
     s = json.loads((SCHEMAS / f"{name}.schema.json").read_text())
     if name == "program":
+        from fuzz.transforms import schema_clauses
+
         s["$defs"]["eqn"] = _eqn_schema()
+        s["$defs"]["transform"] = {"type": "object", "required": ["kind"], "oneOf": schema_clauses()}
     if name == "corpus_entry":
         from oracles import SAVABLE
 

@@ -137,35 +137,14 @@ class Reference:
     def call(self, transforms: list, fn: dict, ctx: T.Ctx, xs: list, ts: list, env: dict):
         if not transforms:
             return self.function(fn, ctx, xs, ts, env)
+        from fuzz.transforms import lookup
+
         t, rest = transforms[0], transforms[1:]
-        kind = t["kind"]
-        inner_ctx, inner_ts = T.enter(t, ctx, ts)
-        if kind in ("jit", "checkpoint", "auto_axes"):
-            outs, out_ts = self.call(rest, fn, inner_ctx, xs, inner_ts, env)
-        elif kind == "shard_map":
-            outs, out_ts = self.shard_map(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
-        elif kind in ("vmap", "map"):
-            outs, out_ts = self.vmap(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
-        elif kind == "scan":
-            outs, out_ts = self.scan(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
-        elif kind in T.LINEARIZED:
-            outs, out_ts = self.linearized(t, rest, fn, inner_ctx, xs, inner_ts, env)
-        elif kind in ("grad", "value_and_grad"):
-            outs, out_ts = self.grad(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
-        elif kind in T.JACOBIANS:
-            outs, out_ts = self.jacobian(t, rest, fn, ctx, inner_ctx, xs, inner_ts, env)
-        elif kind in T.LOOPS:
-            outs, out_ts = self.call(rest, fn, inner_ctx, xs, inner_ts, env)
-            carry = list(outs)
-            for _ in range(t["n"]):  # the loop's additions, in its order
-                carry = [c + y for c, y in zip(carry, outs)]
-            outs = carry
-        elif kind == "cond":
-            outs, out_ts = self.call(rest, fn, inner_ctx, xs, inner_ts, env)
-            outs = self.cond(xs[0], outs, out_ts, len(ctx.axes))
-        else:
-            raise T.ProgramError(f"unknown transform {str(kind)[:40]!r}")
-        return outs, T.exit_(t, ctx, inner_ctx, ts, out_ts)
+        tr = lookup(t["kind"])
+        if tr is None:
+            T.enter(t, ctx, ts)  # (the typing rules refuse it first)
+            raise T.ProgramError(f"unknown transform {str(t['kind'])[:40]!r}")
+        return tr.reference(self, t, rest, fn, ctx, xs, ts, env)
 
     # ------------------------------------------------------------------ transforms
     def shard_map(self, t, rest, fn, ctx, inner_ctx, xs, inner_ts, env):

@@ -24,8 +24,8 @@ reports, see ``fuzz/worker.py``):
 from __future__ import annotations
 
 from fuzz import ops as O
-from fuzz.typecheck import (CHECKPOINT_POLICIES, CONTEXT_MESH, JACOBIANS, LOOP_MAX, LOOPS, ProgramError, check_identifier,
-                             check_program, note_callback_rank, root_ctx, shard_map_typed, transform_name)
+from fuzz.typecheck import (CONTEXT_MESH, ProgramError, check_identifier, check_program, note_callback_rank, root_ctx,
+                             shard_map_typed, transform_name)
 
 NEWEST_CAPS = {"shard_map": "jax", "check_kw": "check_vma", "partial_manual": "axis_names", "explicit": True,
                "auto_axes": True, "pvary": "pcast", "all_gather_invariant": "to", "smap": True, "set_mesh": True}
@@ -291,78 +291,12 @@ class _Renderer:
     def transform(self, t: dict, f: str, nested: bool = False, typed: bool = False) -> str:
         """Source of ``f`` under transform ``t``; ``nested``: inside a shard_map; ``typed``: a
         shard_map's results keep the sharding types of its out_specs (:func:`shard_map_typed`)."""
-        k = t["kind"]
-        if k == "jit":
-            kw = "".join(f", {name}={_tuple_source(f'NamedSharding(mesh, {spec_source(s)})' for s in t[key])}"
-                         for key, name in (("in_specs", "in_shardings"), ("out_specs", "out_shardings"))
-                         if t.get(key) is not None)
-            if t.get("donate_argnums"):
-                kw += f", donate_argnums={_tuple_source(map(_int, t['donate_argnums']))}"
-            if t.get("inline"):
-                kw += ", inline=True"
-            return f"jax.jit({f}{kw})"
-        if k == "grad":
-            self.helpers.add("grad")
-            return f"tuple_grad({f}, argnums={_tuple_source(map(_int, t['argnums']))})"
-        if k == "value_and_grad":
-            self.helpers.add("value_and_grad")
-            return f"tuple_value_and_grad({f}, argnums={_tuple_source(map(_int, t['argnums']))})"
-        if k in ("vjp", "jvp", "linearize"):
-            self.helpers.add(k)
-            return f"tuple_{k}({f}, {_int(t['seed'])})"
-        if k == "cond":
-            self.helpers.add("cond")
-            return f"tuple_cond({f})"
-        if k in LOOPS:
-            n = _int(t["n"])
-            if not 0 <= int(n) <= LOOP_MAX:
-                raise ProgramError(f"{k}'s trip count is in 0..{LOOP_MAX}")
-            self.helpers.add(k)
-            return f"tuple_{k.split('_')[0]}({f}, {n})"
-        if k in JACOBIANS:
-            if len(t["argnums"]) != 1:
-                raise ProgramError(f"{k} takes one argnums entry")
-            self.helpers.add("jac")
-            return f"tuple_jac(jax.{k}, {f}, argnums={_int(t['argnums'][0])})"
-        if k == "auto_axes":
-            self.helpers.add("auto_axes")
-            return f"auto_axes_replicated({f}, {_tuple_source(spec_source(s) for s in t['out_specs'])})"
-        if k == "checkpoint":
-            policy = t["policy"]
-            if policy is None:
-                return f"jax.checkpoint({f})"
-            if policy not in CHECKPOINT_POLICIES:
-                raise ProgramError(f"unknown checkpoint policy {str(policy)[:40]!r}")
-            return f"jax.checkpoint({f}, policy=jax.checkpoint_policies.{policy})"
-        if k == "map":
-            if not all(a is None or _int(a) == "0" for a in t["in_axes"]):
-                raise ProgramError("map's in_axes are 0 or None")
-            self.helpers.add("lax_map")
-            return f"lax_map({f}, in_axes={_tuple_source('None' if a is None else '0' for a in t['in_axes'])})"
-        if k == "scan":
-            if not all(a is None or _int(a) == "0" for a in t["in_axes"]):
-                raise ProgramError("scan's in_axes are 0 or None")
-            self.helpers.add("lax_scan")
-            return (f"lax_scan({f}, in_axes={_tuple_source('None' if a is None else '0' for a in t['in_axes'])}, "
-                    f"carry={_tuple_source('None' if c is None else _int(c) for c in t['carry'])})")
-        if k == "vmap":
-            axes = lambda xs: _tuple_source("None" if a is None else _int(a) for a in xs)  # noqa: E731
-            kw = [f"in_axes={axes(t['in_axes'])}", f"out_axes={axes(t['out_axes'])}"]
-            if t["axis_name"] is not None:
-                kw.append(f"axis_name={_id(t['axis_name'])!r}")
-            if t["spmd_axis_name"] is not None:
-                kw.append(f"spmd_axis_name={_id(t['spmd_axis_name'])!r}")
-            # jax.pmap maps as vmap does, one device per index (its docstring: "Semantically it
-            # is comparable to vmap"); its axis_name is positional-or-keyword, as vmap's
-            return f"jax.{transform_name(t)}({f}, {', '.join(kw)})"
-        if k == "shard_map":
-            expr = _smap_source(t, f) if t.get("smap") else self.shard_map_source(t, f, nested)
-            if self.explicit:
-                self.helpers.add("reshard")
-                expr = (f"resharded({expr}, {_tuple_source(spec_source(s) for s in t['in_specs'])}"
-                        f"{', replicate=False' if typed else ''})")
-            return expr
-        raise ValueError(f"unknown transform {k!r}")
+        from fuzz.transforms import lookup
+
+        tr = lookup(t["kind"])
+        if tr is None:
+            raise ValueError(f"unknown transform {t['kind']!r}")
+        return tr.render(self, t, f, nested, typed)
 
     def shard_map_source(self, t: dict, f: str, nested: bool) -> str:
         """``jax.shard_map`` (or the experimental one) of ``f`` for shard_map transform ``t``."""

@@ -74,8 +74,6 @@ REDUCING_COLLECTIVES = ("psum", "pmax", "pmin", "pmean")
 COLLECTIVES = O.names("collective")
 # Ops whose derivative is a convention (ties): never under grad.
 TIE_OPS = tuple(n for n, op in O.REGISTRY.items() if not op.grad_ok)
-TRANSFORMS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "vjp", "jvp", "checkpoint", "map", "jacrev",
-              "jacfwd", "cond", "fori_loop", "while_loop", "linearize", "auto_axes", "scan")
 # A rule of the context inside ``jax.sharding.auto_axes`` (an Explicit mesh's axes made Auto
 # for the body): no shard_map, no sharding annotation (jit shardings, with_sharding_constraint,
 # device_put: they name the program's mesh, whose axis types the body does not have) and no
@@ -103,9 +101,9 @@ REVERSE = "reverse_mode"
 FORWARD_MODE = O.custom.FORWARD_MODE  # declared with the op it keeps out
 # Jacobians (jax.jacrev / jax.jacfwd with one int argnums): typed as grad underneath.
 JACOBIANS = ("jacrev", "jacfwd")
-# Transforms that take a derivative of the function under them: with respect to their
-# ``argnums`` (grad, value_and_grad, the Jacobians), or every argument (LINEARIZED).
-DIFFERENTIATING = ("grad", "value_and_grad") + LINEARIZED + JACOBIANS
+# DIFFERENTIATING: the transforms that take a derivative of the function under them, with
+# respect to their ``argnums`` (grad, value_and_grad, the Jacobians) or every argument
+# (LINEARIZED): the registry's kinds with ``differentiates`` (fuzz/transforms/; see __getattr__)
 # jax.checkpoint's policies the program model names (jax.checkpoint_policies.<name>, present on
 # jax 0.4.26 to 0.10.2, checked); None: no policy (remat everything).
 CHECKPOINT_POLICIES = (None, "everything_saveable", "nothing_saveable", "dots_saveable")
@@ -313,175 +311,16 @@ def exit_(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
 
 
 def _enter(t: dict, ctx: Ctx, args: list) -> tuple:
-    """Apply one transform's input side: (inner Ctx, inner param types). ProgramError if invalid."""
+    """Apply one transform's input side: (inner Ctx, inner param types), by the transform's
+    registry entry (fuzz/transforms/). ProgramError if invalid."""
+    from fuzz.transforms import lookup
+
     kind = t["kind"]
     top, ctx = ctx.top, (replace(ctx, top=False) if ctx.top else ctx)
-    if kind == "jit":
-        _jit_shardings(t, "in_specs", args, ctx)
-        # an eager jit's arguments are concrete arrays: a committed one whose sharding differs
-        # from in_shardings raises ValueError ("Sharding passed to jit does not match the
-        # sharding on the respective arg", jax 0.10.2, also under grad). Traced arguments (inside
-        # jit) are only constrained. At a program's call the inputs' specs are known
-        # (check_program compares them); in an eager body they are not: refused there.
-        _require(t.get("in_specs") is None or ctx.jit or top,
-                 "a jit with in_shardings in an eager function body (its arguments are committed arrays)")
-        # donate_argnums (https://docs.jax.dev/en/latest/faq.html#buffer-donation): only on a
-        # program's call, whose arguments are concrete arrays (fuzz.render passes copies of the
-        # donated inputs, which stay for later calls); a traced argument's donation means nothing
-        donate = t.get("donate_argnums") or []
-        _require(not donate or top, "donate_argnums on a jit that is not a program call's first transform")
-        _require(all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(args) for i in donate)
-                 and len(set(donate)) == len(donate), "donate_argnums must be distinct argument positions")
-        # jax.jit(f, inline=True) traces f into the enclosing jaxpr, so f runs however that
-        # jaxpr runs: a checkpoint called eagerly evaluates its jaxpr op by op, and a shard_map
-        # there is an eager one ("Eager shard_map cannot return a `jax.Ref`", jax 0.10.2, a
-        # default campaign's finding of 2026-12-05@9d2d504 under checkpoint): an inlined jit does not
-        # make its body traced-under-jit
-        return replace(ctx, jit=ctx.jit or not t.get("inline")), list(args)
-    if kind == "auto_axes":
-        # jax.sharding.auto_axes(f, out_sharding=...): f sees the mesh's axes as Auto; its
-        # results get out_sharding and are then resharded to P() (fuzz.render), so that the
-        # values outside stay replicated as every value on an Explicit mesh is here
-        _require("no_auto_axes" not in ctx.rules, "this JAX release has no jax.sharding.auto_axes")
-        _require(ctx.explicit and not ctx.manual, "auto_axes outside an Explicit mesh's top level")
-        return replace(ctx, explicit=False, rules=ctx.rules | {AUTO_BODY}), list(args)
-    if kind == "checkpoint":
-        _require(t["policy"] in CHECKPOINT_POLICIES, f"unknown checkpoint policy {str(t['policy'])[:40]!r}")
-        return (replace(ctx, rules=ctx.rules | {NO_EFFECTS}) if ctx.in_grad else ctx), list(args)
-    if kind == "map":
-        _require(all(ax is None or (type(ax) is int and ax == 0) for ax in t["in_axes"]),
-                 "map's in_axes are 0 (mapped over the leading dim) or None (passed through)")
-        return _enter(as_vmap(t), ctx, args)
-    if kind == "scan":
-        # jax.lax.scan over dim 0 of the arguments whose in_axes entry is 0; an argument whose
-        # carry entry is k starts the carry and takes f's result k after each step (fuzz.render,
-        # docs/program.md). No named axis: the steps run in order, so collectives inside see
-        # the enclosing axes only.
-        _require(len(t["in_axes"]) == len(args), "in_axes and args differ in length")
-        _require(all(ax is None or (type(ax) is int and ax == 0) for ax in t["in_axes"]),
-                 "scan's in_axes are 0 (scanned over the leading dim) or None (carried or closed over)")
-        scanned = [a for a, ax in zip(args, t["in_axes"]) if ax == 0]
-        _require(bool(scanned) and all(a.rank >= 1 for a in scanned), "scan over no argument, or a rank-0 one")
-        lengths = {a.shape[0] for a in scanned}
-        _require(len(lengths) == 1, f"scan over leading dims that differ: {sorted(lengths)}")
-        _require(min(lengths) >= 1, "scan over an empty dim")
-        return ctx, [replace(a, shape=a.shape[1:]) if ax == 0 else a for a, ax in zip(args, t["in_axes"])]
-    if kind in ("grad", "value_and_grad"):
-        _require(len(t["argnums"]) == len(set(t["argnums"])), "argnums repeat")
-        _require(all(0 <= i < len(args) for i in t["argnums"]), "argnums out of range")
-        _require(all(args[i].dtype == FLOAT for i in t["argnums"]), f"{kind} with respect to an int32 argument")
-        return replace(ctx, grad_at=len(ctx.axes), rules=ctx.rules | {REVERSE}), list(args)
-    if kind in LOOPS:
-        n = t["n"]
-        _require(type(n) is int and 0 <= n <= LOOP_MAX, f"{kind}'s trip count n is an int in 0..{LOOP_MAX}")
-        why = transform_refusal(kind, ctx)  # (no while_loop under reverse mode, release rules)
-        _require(why is None, why or "")
-        return ctx, list(args)
-    if kind in JACOBIANS:
-        # measured on jax 0.10.2: both run inside shard_map bodies (check_vma on and off),
-        # under vmap and jit; typed as grad underneath (grad_at: the same collective rules)
-        _require(len(t["argnums"]) == 1, f"{kind} takes one argnums entry (an int)")
-        (k,) = t["argnums"]
-        _require(type(k) is int and 0 <= k < len(args), "argnums out of range")
-        _require(args[k].dtype == FLOAT, f"{kind} with respect to an int32 argument")
-        mode = REVERSE if kind == "jacrev" else FORWARD_MODE
-        return replace(ctx, grad_at=len(ctx.axes), rules=ctx.rules | {mode, JACOBIAN}), list(args)
-    if kind == "cond":
-        # The predicate is derived from argument 0 (its signs: fuzz.reference, docs/program.md).
-        # With check_vma on, jax 0.10.2 types cond's outputs without the predicate's varying
-        # axes (jax-ml/jax#40823, open: "lax.cond can mark an array as replicated when it is
-        # not"), so a predicate varying over a checked manual axis is refused rather than
-        # made to rediscover that bug everywhere; over unchecked and vmap axes it may vary
-        # (measured: collectives inside both branches run and agree, devices diverging).
-        _require(len(args) >= 1, "cond of a function without arguments")
-        why = transform_refusal(kind, ctx)
-        _require(why is None, why or "")
-        _require(not (args[0].vma & checked_axes(ctx)),
-                 "cond's predicate varies over a checked manual axis (jax-ml/jax#40823: not generated)")
-        batched = ctx.batched
-        return (replace(ctx, rules=ctx.rules | {NO_IO_COND}) if batched else ctx), list(args)
-    if kind in LINEARIZED:
-        # Inside a shard_map body (check_vma on) jax.vjp refuses a constant cotangent for a
-        # varying output ("unexpected JAX type ... expected float32[2]{V:x}", jax 0.10.2), and
-        # the semantics of seeded (co)tangents of unvarying arguments there are not pinned
-        # down: refused rather than guessed. Anywhere else they are typed like grad.
-        _require(not ctx.manual, f"{kind} inside a shard_map body is not generated")
-        _require(len(args) >= 1, f"{kind} of a function without arguments")
-        _require(all(a.dtype == FLOAT for a in args), f"{kind} of a function with an int32 argument")
-        mode = REVERSE if kind == "vjp" else FORWARD_MODE
-        return replace(ctx, grad_at=len(ctx.axes), rules=ctx.rules | {mode}), list(args)
-    if kind == "shard_map":
-        _require(AUTO_BODY not in ctx.rules, "shard_map inside auto_axes is not generated")
-        _require(PMAP_BODY not in ctx.rules, "shard_map inside a pmap body (the context mesh is pmap's own)")
-        mesh = ctx.mesh
-        names = t["axis_names"] if t["axis_names"] is not None else [a for a in mesh if a not in ctx.manual]
-        _require(len(names) > 0, "shard_map with no manual axis")
-        for n in names:
-            _require(n in mesh and n not in ctx.manual, f"shard_map axis {n!r} is not a free mesh axis")
-        _require(not (ctx.explicit and ctx.manual), "nested shard_map over an Explicit mesh is not generated")
-        _require(not (ctx.explicit and set(names) != set(mesh)), "partial-manual shard_map over an Explicit mesh")
-        if t.get("infer"):
-            why = infer_refusal(ctx)
-            _require(why is None, why or "")
-        if t.get("smap") or t.get("negative_axes"):
-            why = smap_refusal(ctx, t)
-            _require(why is None, why or "")
-        # jax/_src/shard_map.py (ShardMapTrace.process_shard_map): "Check consistency between
-        # outer and inner shmaps on ... check_vma" -- a nested shard_map must keep the enclosing
-        # one's check_vma (eager: a bare `raise Exception`; "TODO: add check in jit path").
-        _require(not ctx.manual or "no_nested_shard_map" not in ctx.rules,
-                 "this JAX release cannot nest shard_maps")
-        if set(names) | ctx.manual != set(mesh):  # partial-manual
-            why = partial_manual_refusal(ctx)
-            _require(why is None, why or "")
-        outer_checks = {a.check_vma for a in ctx.axes if a.kind == "mesh"}
-        _require(not outer_checks or outer_checks == {t["check_vma"]},
-                 "a nested shard_map must keep the enclosing shard_map's check_vma")
-        _require(len(t["in_specs"]) == len(args), "in_specs and args differ in length")
-        inner = []
-        for spec, a in zip(t["in_specs"], args):
-            _check_spec(spec, a.rank, names, ctx, shape=a.shape)
-            shape = tuple(d // spec_size(s, mesh) for d, s in zip(a.shape, spec))
-            inner.append(replace(a, shape=shape, vma=a.vma | frozenset(x for s in spec if s for x in s)))
-        new_axes = tuple(Axis(n, mesh[n], "mesh", t["check_vma"]) for n in mesh if n in names)
-        return replace(ctx, axes=ctx.axes + new_axes), inner
-    if kind == "vmap":
-        _require(len(t["in_axes"]) == len(args), "in_axes and args differ in length")
-        sizes = {args[i].shape[ax] for i, ax in enumerate(t["in_axes"]) if ax is not None and ax < args[i].rank}
-        _require(any(ax is not None for ax in t["in_axes"]), "vmap with no batched argument")
-        for i, ax in enumerate(t["in_axes"]):
-            _require(ax is None or ax < args[i].rank, "in_axes out of range")
-        _require(len(sizes) == 1, f"vmap batch sizes differ: {sorted(sizes)}")
-        _require(min(sizes) >= 1, "vmap over an empty dim (a size-0 named axis)")
-        (b,) = sizes
-        name = vmap_axis_name(t, ctx)
-        if t["axis_name"] is not None:
-            _require(t["axis_name"] not in ctx.mesh and all(a.name != name for a in ctx.axes),
-                     f"vmap axis_name {name!r} clashes")
-        reserved = ctx.reserved
-        spmd = t["spmd_axis_name"]
-        if spmd is not None:
-            _require(spmd in ctx.mesh and spmd not in ctx.manual and spmd not in reserved,
-                     f"spmd_axis_name {spmd!r} is not a free mesh axis")
-            _require(b % ctx.mesh[spmd] == 0, "batch size not divisible by the spmd_axis_name axis")
-            reserved = reserved | {spmd}
-        rules = ctx.rules
-        if t.get("pmap"):
-            why = pmap_refusal(ctx, top)
-            _require(why is None, why or "")
-            _require(spmd is None, "pmap has no spmd_axis_name")
-            _require(b == pmap_size(ctx), f"pmap over {b} devices on a mesh of another count (pmap_size)")
-            rules = rules | {PMAP_BODY}
-        axis = Axis(name, b, "vmap", visible=t["axis_name"] is not None)
-        inner = []
-        for i, ax in enumerate(t["in_axes"]):
-            a = args[i]
-            if ax is None:
-                inner.append(a)
-            else:
-                inner.append(replace(a, shape=a.shape[:ax] + a.shape[ax + 1:], vma=a.vma | {name}))
-        return replace(ctx, axes=ctx.axes + (axis,), reserved=reserved, n_vmap=ctx.n_vmap + 1, rules=rules), inner
-    raise ProgramError(f"unknown transform {kind!r}")
+    tr = lookup(kind)
+    if tr is None:
+        raise ProgramError(f"unknown transform {kind!r}")
+    return tr.enter(t, ctx, args, top)
 
 
 def transform_name(t: dict) -> str:
@@ -650,105 +489,15 @@ def _check_spec(spec: list, rank: int, names: list, ctx: Ctx, where: str = "manu
 
 
 def _exit(t: dict, outer: Ctx, inner: Ctx, args: list, results: list) -> list:
-    """Apply one transform's output side: outer result types from inner result types."""
+    """Apply one transform's output side: outer result types from inner result types, by the
+    transform's registry entry (fuzz/transforms/)."""
+    from fuzz.transforms import lookup
+
     kind = t["kind"]
-    if kind == "jit":
-        _jit_shardings(t, "out_specs", results, outer)
-        return list(results)
-    if kind in ("checkpoint",) + LOOPS:
-        return list(results)
-    if kind == "auto_axes":
-        _require(len(t["out_specs"]) == len(results), "out_specs and results differ in length")
-        for spec, r in zip(t["out_specs"], results):
-            _check_spec(spec, r.rank, [a for a in outer.mesh if a not in outer.reserved], outer, "a mesh axis",
-                        shape=r.shape)
-        return list(results)
-    if kind == "map":
-        return _exit(as_vmap(t, len(results)), outer, inner, args, results)
-    if kind == "scan":
-        carry = t["carry"]
-        _require(isinstance(carry, list) and len(carry) == len(args), "carry and args differ in length")
-        taken = [k for k in carry if k is not None]
-        _require(all(type(k) is int and 0 <= k < len(results) for k in taken) and len(set(taken)) == len(taken),
-                 "a carry entry names no result, or one result twice")
-        extra = frozenset()
-        for a, ax, k in zip(args, t["in_axes"], carry):
-            if k is not None:
-                _require(ax is None, "a carried argument is scanned over")
-                _require(carry_fits(a, results[k], outer), f"scan carry {a} becomes {results[k]}")
-                extra |= results[k].vma - a.vma
-        # Along vmap and unchecked manual axes a carry may start unvarying and come back
-        # varying (JAX batches it from the first step): from the second step on, anything
-        # may vary where a carried result does, so every result is typed as varying there.
-        results = [replace(r, vma=r.vma | extra) for r in results]
-        n = next(a.shape[0] for a, ax in zip(args, t["in_axes"]) if ax == 0)
-        return [replace(r, shape=(n,) + r.shape) for r in results]
-    if kind in ("grad", "value_and_grad"):
-        _require(len(results) == 1 and results[0].shape == (), "grad needs exactly one scalar result")
-        loss = results[0]
-        # Along a manual axis with check_vma=True the gradient of an unvarying argument is
-        # summed over the axis (unvarying); along vmap axes and unchecked manual axes each
-        # index has its own gradient, which varies wherever the loss does.
-        independent = frozenset(a.name for a in outer.axes if a.kind == "vmap" or not a.check_vma)
-        # a collective inside over a named vmap axis outside moves cotangents between examples:
-        # the gradient may vary along it even where the loss and the argument do not
-        crossing = frozenset(a.name for a in outer.axes if a.kind == "vmap" and a.visible)
-        grads = [replace(args[i], vma=args[i].vma | (loss.vma & independent) | crossing) for i in t["argnums"]]
-        return ([loss] if kind == "value_and_grad" else []) + grads
-    if kind == "vjp":
-        # outputs, then one cotangent per argument. A cotangent varies where its argument
-        # does and, along vmap axes (the only independent axes here: no manual axis is in
-        # scope, see enter), wherever an output does, and along every named vmap axis outside
-        # (a collective inside over it moves cotangents between examples).
-        independent = frozenset(a.name for a in outer.axes if a.kind == "vmap" or not a.check_vma)
-        crossing = frozenset(a.name for a in outer.axes if a.kind == "vmap" and a.visible)
-        varying = (frozenset().union(*(r.vma for r in results)) & independent) | crossing
-        return list(results) + [replace(a, vma=a.vma | varying) for a in args]
-    if kind == "cond":
-        # f's outputs or their negation, chosen per index where the predicate varies
-        return [replace(r, vma=r.vma | args[0].vma) for r in results]
-    if kind in JACOBIANS:
-        # Per output r its Jacobian w.r.t. argument a: shape r.shape + a.shape. Along a
-        # checked manual axis jacrev's result varies where a does (the cotangent basis
-        # reaches an unvarying argument through a pvary, whose transpose is a psum) and
-        # jacfwd's where r does (the tangent basis flows forward); along independent axes
-        # (vmap, unchecked) both vary where either does (measured with jax.typeof, 0.10.2).
-        a = args[t["argnums"][0]]
-        independent = frozenset(x.name for x in outer.axes if x.kind == "vmap" or not x.check_vma)
-        crossing = frozenset(x.name for x in outer.axes if x.kind == "vmap" and x.visible)
-        if kind == "jacrev":
-            return [Ty(r.shape + a.shape, a.vma | (r.vma & independent) | crossing) for r in results]
-        return [Ty(r.shape + a.shape, r.vma | (a.vma & independent) | crossing) for r in results]
-    if kind in ("jvp", "linearize"):
-        # outputs, then their tangents: a tangent has its output's type (the seeded input
-        # tangents are unvarying, and the linearized ops follow the same vma rules)
-        return list(results) + list(results)
-    if kind == "shard_map":
-        mine = inner.manual - outer.manual
-        _require(len(t["out_specs"]) == len(results), "out_specs and results differ in length")
-        out = []
-        for spec, r in zip(t["out_specs"], results):
-            _check_spec(spec, r.rank, sorted(mine), inner)
-            named = {x for s in spec if s for x in s}
-            missing = (r.vma & mine) - named
-            _require(not missing, f"out_specs {spec} omit axes {sorted(missing)} the result varies over")
-            shape = tuple(d * spec_size(s, outer.mesh) for d, s in zip(r.shape, spec))
-            out.append(replace(r, shape=shape, vma=r.vma - mine))
-        return out
-    if kind == "vmap":
-        name = inner.axes[-1].name
-        b = inner.axes[-1].size
-        _require(len(t["out_axes"]) == len(results), "out_axes and results differ in length")
-        out = []
-        for ax, r in zip(t["out_axes"], results):
-            if ax is None:
-                _require(name not in r.vma, "out_axes None for a result that varies over the batch")
-                out.append(r)
-            else:
-                _require(0 <= ax <= r.rank, "out_axes out of range")
-                out.append(replace(r, shape=r.shape[:ax] + (b,) + r.shape[ax:], vma=r.vma - {name}))
-        return out
-    raise ProgramError(f"unknown transform {kind!r}")
+    tr = lookup(kind)
+    if tr is None:
+        raise ProgramError(f"unknown transform {kind!r}")
+    return tr.exit(t, outer, inner, args, results)
 
 
 def release_rules(caps: dict | None) -> frozenset:
@@ -1127,3 +876,18 @@ def check_program(program: dict, on_eqn=None, caps: dict | None = None) -> list:
         # Top-level functions may close over the program's inputs (module-level arrays).
         out.append(call_types(call["transforms"], fn, ctx, args, inputs, on_eqn))
     return out
+
+
+def __getattr__(name: str):
+    """``TRANSFORMS``: the transform kinds, in the order of the registry (fuzz/transforms/), which
+    imports this module: looked up on first use (PEP 562); ``DIFFERENTIATING``: those that take a
+    derivative (``Transform.differentiates``)."""
+    if name == "TRANSFORMS":
+        from fuzz.transforms import REGISTRY
+
+        return tuple(REGISTRY)
+    if name == "DIFFERENTIATING":
+        from fuzz.transforms import REGISTRY
+
+        return tuple(k for k, t in REGISTRY.items() if t.differentiates)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,6 +22,7 @@ from dataclasses import replace
 from hypothesis import strategies as st
 
 from fuzz import ops as O
+from fuzz import transforms as TR
 from fuzz import typecheck as T
 from fuzz.features import active_through, names_read
 from fuzz.ops.base import FLOATS, INT, Op, Scope
@@ -165,6 +166,7 @@ class _Gen:
         draw = self.draw
         kinds = ["jit"]
         floats = [a.dtype == T.FLOAT for a in args]
+        grad_args = []  # (drawn below where a grad may sit)
         if not after_grad:
             # (no vmap over an empty dim: a size-0 named axis.) vmap is of the mission's core as
             # shard_map is, three entries: with two, as the grammar grew, a named vmap was in 11%
@@ -198,7 +200,7 @@ class _Gen:
         # the control-flow and Jacobian kinds come after it (shrinking moves away from them), one
         # entry per family: a Jacobian w.r.t. one small float argument (its size bounds the result)
         jac_args = [i for i, a in enumerate(args) if floats[i] and (scalar_ok or a.rank >= 1) and a.size <= JAC_MAX_ARG]
-        families = {"jac": [k for k in T.JACOBIANS if k not in self.disabled and T.transform_refusal(k, ctx) is None]}
+        families = {"jac": self.family("jac", ctx)}
         if not after_grad and jac_args:
             kinds.append("jac")
         # lax.cond keeps its body's types (so also in a grad's chain); its predicate (from the
@@ -211,7 +213,7 @@ class _Gen:
         if not after_grad and args and all(floats) and not ctx.manual:
             kinds.append("linearize")
         # loops keep their body's types too; no while_loop under reverse mode (fuzz.typecheck.enter)
-        families["loop"] = [k for k in T.LOOPS if k not in self.disabled and T.transform_refusal(k, ctx) is None]
+        families["loop"] = self.family("loop", ctx)
         kinds.append("loop")
         kinds = [k for k in kinds if k not in self.disabled and families.get(k, True)
                  and f"no_api:transform:{k}" not in ctx.rules]  # (an API this JAX lacks: fuzz.typecheck.api_rules)
@@ -237,98 +239,14 @@ class _Gen:
             kind = draw(st.sampled_from(rare))
         if kind in families:
             kind = draw(st.sampled_from(families[kind]))
-        if kind in T.JACOBIANS:
-            return {"kind": kind, "argnums": [draw(st.sampled_from(jac_args))]}
-        if kind == "cond":
-            return {"kind": "cond"}
-        if kind in T.LOOPS:
-            return {"kind": kind, "n": draw(st.integers(0, T.LOOP_MAX))}
-        if kind == "jit":
-            return self.jit_in(ctx, args)
-        if kind == "auto_axes":
-            return {"kind": "auto_axes", "out_specs": []}  # drawn once the results are known (transform_out)
-        if kind == "checkpoint":
-            return {"kind": "checkpoint", "policy": draw(st.sampled_from(T.CHECKPOINT_POLICIES))}  # None first
-        if kind in ("grad", "value_and_grad"):
-            pool = grad_args if kind == "grad" else [i for i in range(len(args)) if floats[i]]
-            argnums = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=len(pool), unique=True))
-            return {"kind": kind, "argnums": sorted(argnums)}
-        if kind in T.LINEARIZED:
-            return {"kind": kind, "seed": draw(st.integers(0, 255))}
-        if kind in ("vmap", "map", "scan"):
-            # a map is a vmap over dim 0 of each mapped argument (fuzz.typecheck.as_vmap); a
-            # scan takes its in_axes the same way (its carry is drawn in transform_out)
-            dims = (lambda a: range(a.rank)) if kind == "vmap" else (lambda a: range(min(a.rank, 1)))
-            cands = [(i, d) for i, a in enumerate(args) for d in dims(a) if a.shape[d] > 0]
-            # one vmap in two where a pmap may sit is a jax.pmap (the same values, one device per
-            # index; since jax 0.8.0 a jit of a shard_map over a mesh of its own), over a dim of the
-            # mesh's device count (fuzz.typecheck.pmap_refusal and enter; at a program's call,
-            # uncommitted inputs only: fuzz.typecheck.check_committed)
-            n_dev = T.pmap_size(ctx)
-            pmap = (kind == "vmap" and "pmap" not in self.disabled and T.pmap_refusal(ctx, ctx.top) is None
-                    and not (ctx.top and any(c is not None for c in self.committed[:len(args)]))
-                    and any(args[i].shape[d] == n_dev for i, d in cands) and draw(st.booleans()))
-            if pmap:
-                cands = [(i, d) for i, d in cands if args[i].shape[d] == n_dev]
-            i0, d0 = draw(st.sampled_from(cands))
-            b = args[i0].shape[d0]
-            in_axes = []
-            for i, a in enumerate(args):
-                if i == i0:
-                    in_axes.append(d0)
-                else:
-                    in_axes.append(draw(st.sampled_from([None] + [d for d in dims(a) if a.shape[d] == b])))
-            if kind == "map":
-                return {"kind": "map", "in_axes": in_axes}
-            if kind == "scan":
-                return {"kind": "scan", "in_axes": in_axes, "carry": []}
-            taken = {a.name for a in ctx.axes}
-            names = [] if "vmap_axis_name" in self.disabled else [n for n in VMAP_AXIS_NAMES if n not in taken][:1]
-            # named two times in three: a collective over the vmap's axis needs the name
-            name = draw(st.sampled_from([None] + names * 2))
-            spmd_opts = [] if pmap else [a for a in ctx.mesh if "spmd_axis_name" not in self.disabled
-                         and a not in ctx.manual and a not in ctx.reserved and b % ctx.mesh[a] == 0]
-            # 3 times in 4 among the mesh axes of size >= 2 when there are any: over a size-1 axis
-            # spmd_axis_name shards nothing, and its batching rules do no work (as for the
-            # collectives, fuzz.ops.collectives._exchanging_first)
-            wide = [a for a in spmd_opts if ctx.mesh[a] >= 2]
-            if wide and len(wide) < len(spmd_opts) and draw(st.integers(0, 3)) > 0:
-                spmd_opts = wide
-            spmd = draw(st.sampled_from([None] + spmd_opts))
-            t = {"kind": "vmap", "in_axes": in_axes, "out_axes": [], "axis_name": name, "spmd_axis_name": spmd}
-            if pmap:
-                t["pmap"] = True
-            return t
-        # shard_map
-        free = [a for a in ctx.mesh if a not in ctx.manual]
-        names = None
-        partial_ok = T.partial_manual_refusal(ctx) is None and "partial_manual" not in self.disabled
-        if partial_ok and not ctx.explicit and len(free) > 1 and draw(st.booleans()):
-            names = draw(st.lists(st.sampled_from(free), min_size=1, max_size=len(free) - 1, unique=True))
-            names = [a for a in ctx.mesh if a in names]
-        manual = names if names is not None else free
-        usable = [a for a in manual if a not in ctx.reserved]
-        in_specs = [draw(partition_specs(a.shape, usable, ctx.mesh)) for a in args]
-        outer = [a.check_vma for a in ctx.axes if a.kind == "mesh"]
-        # a nested shard_map keeps the enclosing one's check_vma (see fuzz.typecheck.enter)
-        check = outer[0] if outer else ("check_vma_off" in self.disabled or draw(st.booleans().map(lambda b: not b)))
-        t = {"kind": "shard_map", "in_specs": in_specs, "out_specs": [], "check_vma": check, "axis_names": names}
-        # on an Explicit mesh, half of the time without in_specs and mesh: inferred from the
-        # (resharded) arguments and the context mesh, JAX's other path (fuzz.typecheck.enter)
-        if "infer_in_specs" not in self.disabled and T.infer_refusal(ctx) is None and draw(st.booleans()):
-            t["infer"] = True
-        # over one axis, with a context mesh (a shard_map body, set_mesh, an Explicit mesh):
-        # written as jax.smap three times in four (fuzz.typecheck.smap_refusal: it is rarely
-        # allowed), with its in_axes / out_axes counted from the end in a third of those (one
-        # draw: a second boolean after the first came out True in 2 of 40 smaps drawn)
-        if "smap" not in self.disabled and len(manual) == 1:
-            as_smap = {**t, "axis_names": list(manual), "smap": True}
-            if T.smap_refusal(ctx, as_smap) is None:
-                forms = ["shard_map", "smap", "smap"] + ([] if "negative_axes" in self.disabled else ["negative"])
-                form = draw(st.sampled_from(forms))
-                if form != "shard_map":
-                    t = {**as_smap, "negative_axes": True} if form == "negative" else as_smap
-        return t
+        pools = {"floats": floats, "grad_args": grad_args, "jac_args": jac_args}
+        return TR.REGISTRY[kind].draw(self, ctx, args, pools)
+
+    def family(self, name: str, ctx: T.Ctx) -> list:
+        """The kinds of the transform registry's draw family ``name`` ("jac", "loop": one entry of
+        the draw) that are enabled and that ``ctx`` allows (fuzz.typecheck.transform_refusal)."""
+        return [k for k, tr in TR.REGISTRY.items()
+                if tr.draw_family == name and k not in self.disabled and T.transform_refusal(k, ctx) is None]
 
     def jit_in(self, ctx: T.Ctx, args: list) -> dict:
         """A jit, three in five with in_shardings and/or out_shardings where the typing rules
@@ -359,46 +277,7 @@ class _Gen:
 
     def transform_out(self, t: dict, outer: T.Ctx, inner: T.Ctx, results: list, inner_args: list) -> None:
         """Fill out_specs / out_axes / a scan's carry once the inner results are known."""
-        draw = self.draw
-        if t["kind"] == "scan":
-            # an argument not scanned over may carry a result of its very type (fuzz.typecheck.exit_)
-            carry, taken = [], set()
-            for a, ax in zip(inner_args, t["in_axes"]):
-                opts = [k for k, r in enumerate(results) if ax is None and T.carry_fits(a, r, outer) and k not in taken]
-                k = draw(st.sampled_from([None] + opts * 2)) if opts else None  # a carry two times in three
-                carry.append(k)
-                taken.add(k)
-            t["carry"] = carry
-        if t["kind"] in ("jit", "auto_axes") and t.get("out_specs") == []:
-            axes = [a for a in outer.mesh if a not in outer.reserved]
-            t["out_specs"] = [draw(partition_specs(r.shape, axes, outer.mesh)) for r in results]
-        if t["kind"] == "shard_map":
-            mine = sorted(inner.manual - outer.manual, key=list(outer.mesh).index)
-            usable = [a for a in mine if a not in inner.reserved]
-            specs = []
-            for r in results:
-                need = [a for a in mine if a in r.vma]
-                spec = [None] * r.rank
-                # every axis the result varies over must be named; others may be (tiling copies)
-                extra = draw(st.lists(st.sampled_from(usable), unique=True, max_size=len(usable))) if usable else []
-                for a in need + [a for a in extra if a not in need]:
-                    if r.rank == 0:
-                        break
-                    d = draw(st.integers(0, r.rank - 1))
-                    spec[d] = (spec[d] or []) + [a]
-                specs.append(spec)
-            t["out_specs"] = specs
-        elif t["kind"] == "vmap":
-            name = inner.axes[-1].name
-            axes = []
-            for r in results:
-                opts = list(range(r.rank + 1))
-                # None: an unbatched result; not for a rank-0 one that varies over a manual
-                # axis, which an enclosing shard_map's out_specs could not name
-                if name not in r.vma and (r.rank >= 1 or not (r.vma & inner.manual)):
-                    opts = opts[:1] + [None] + opts[1:]
-                axes.append(draw(st.sampled_from(opts)))
-            t["out_axes"] = axes
+        TR.REGISTRY[t["kind"]].draw_out(self, t, outer, inner, results, inner_args)
 
     def chain_call(self, ctx: T.Ctx, args: list, env: dict, depth: int, n: int,
                    after_grad=False, scalar_ok=True, in_grad_chain=False, scan_body=None, jit_first=False,
@@ -424,16 +303,17 @@ class _Gen:
         if T.sealed(t, ctx):
             env = {}  # no capture into shard_map or auto_axes on an Explicit mesh (fuzz.typecheck.sealed)
         is_grad = t["kind"] in ("grad", "value_and_grad")
+        tr = TR.REGISTRY[t["kind"]]
+        added = tr.added_rank(t, args)  # (a Jacobian's: its argument's dims follow each result's)
         rest, fn, inner_results = self.chain_call(
             inner_ctx, inner_args, env, depth + (t["kind"] != "jit"), n - 1,
             after_grad=after_grad or is_grad,
             scalar_ok=(scalar_ok and t["kind"] != "shard_map") or t["kind"] in ("vmap", "map", "scan")
-            or (t["kind"] in T.JACOBIANS and args[t["argnums"][0]].rank >= 1),  # (the argument's dims follow)
+            or (added is not None and added >= 1),
             in_grad_chain=in_grad_chain or is_grad,
-            differentiated=differentiated or t["kind"] in T.DIFFERENTIATING, active=active,
+            differentiated=differentiated or tr.differentiates, active=active,
             scan_body=[a for a, ax in zip(inner_args, t["in_axes"]) if ax is None] if t["kind"] == "scan" else None)
-        if t["kind"] in T.JACOBIANS and max((r.rank for r in inner_results), default=0) \
-                + args[t["argnums"][0]].rank > JAC_MAX_RANK:
+        if added is not None and max((r.rank for r in inner_results), default=0) + added > JAC_MAX_RANK:
             # a Jacobian adds its argument's dims to every result: nested ones (a Hessian of a
             # Jacobian) passed the schema's 8 dims of a spec (a campaign's test drew
             # jacrev(jit(jacrev(jacrev(f)))) with results of rank 9); a jit, which keeps the
