@@ -81,6 +81,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from fuzz import transforms as TR
 from fuzz import typecheck as T
 from fuzz.program import validate_program
 from fuzz.render import NEWEST_CAPS, render
@@ -511,8 +512,8 @@ def _without_dead_code(program: dict) -> dict | None:
 
 # ----------------------------------------------------------------------------- chain surgery
 # Transforms whose outputs this module can map to their body's results when one is dropped.
-_MAPPED_OUTPUTS = ("jit", "shard_map", "vmap", "grad", "value_and_grad", "checkpoint", "map", "cond", "fori_loop",
-                   "while_loop", "auto_axes", "scan")
+# (Transform.maps_outputs of the transform registry, fuzz/transforms/)
+_MAPPED_OUTPUTS = tuple(k for k, t in TR.REGISTRY.items() if t.maps_outputs)
 
 
 def _drop_output(chain: list, k: int):
@@ -1280,12 +1281,14 @@ def _pass_params(ix: _Index, call, start):
                 if v is True and key != "check_vma":
                     makes.append(setter(tp, key, False))
             # (a jit's in_specs / out_specs: its in_shardings / out_shardings, null for none; donate_argnums)
-            nullable = ("in_specs", "out_specs", "donate_argnums") if t.get("kind") == "jit" else ()
+            tr = TR.lookup(t.get("kind"))
+            nullable = tr.nullable if tr is not None else ()
             for key in ("axis_names", "axis_name", "spmd_axis_name", "policy") + nullable:
                 if t.get(key) is not None:
                     makes.append(setter(tp, key, None))
-            if t.get("kind") in T.LOOPS and t.get("n"):
-                makes += [setter(tp, "n", x) for x in _smaller_ints(t["n"])]
+            for key in tr.shrinkable if tr is not None else ():
+                if t.get(key):
+                    makes += [setter(tp, key, x) for x in _smaller_ints(t[key])]
             for key in ("in_specs", "out_specs"):
                 for s, spec in enumerate(t.get(key) or []):
                     makes += _spec_moves(setter, tp + (key,), s, spec)

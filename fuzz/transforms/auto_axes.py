@@ -9,6 +9,7 @@ from fuzz.transforms.jit import draw_out_specs
 
 
 class AutoAxes(Transform):
+    maps_outputs = True
     kind = "auto_axes"
     api = ("auto_axes",)
     doc = "https://docs.jax.dev/en/latest/notebooks/explicit-sharding.html"

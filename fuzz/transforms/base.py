@@ -37,6 +37,11 @@ class Transform:
     # the generator's policy hooks (strategies.programs._Gen.transform_in / chain_call):
     draw_family: str | None = None  # kinds of one family share one entry of the draw ("jac", "loop")
     differentiates: bool = False  # takes a derivative of the function under it (fuzz.typecheck.DIFFERENTIATING)
+    # the reducer's moves (fuzz/reduce.py): an output of the call may be dropped by dropping the
+    # body's result it is (or, with argnums, one of the arguments it is the derivative by)
+    maps_outputs: bool = False
+    nullable: tuple = ()  # parameters the reducer tries as null (besides the axis names and policy)
+    shrinkable: tuple = ()  # int parameters the reducer tries smaller values of
 
     def enter(self, t: dict, ctx, args: list, top: bool) -> tuple:
         """(inner Ctx, inner argument types) of ``t`` applied in ``ctx`` (``top``: a program

@@ -10,6 +10,7 @@ from fuzz.transforms.base import Transform
 
 
 class Checkpoint(Transform):
+    maps_outputs = True
     kind = "checkpoint"
     api = ("checkpoint",)
     doc = "https://docs.jax.dev/en/latest/_autosummary/jax.checkpoint.html"

@@ -25,6 +25,7 @@ class Map(Transform):
     """jax.lax.map over dim 0 of the arguments whose in_axes entry is 0: typed and evaluated as
     the vmap it is (fuzz.typecheck.as_vmap)."""
 
+    maps_outputs = True
     kind = "map"
     api = ("map",)
     doc = _LAX.format("map")
@@ -56,6 +57,7 @@ class Map(Transform):
 
 
 class Scan(Transform):
+    maps_outputs = True
     kind = "scan"
     api = ("scan",)
     doc = _LAX.format("scan")
@@ -136,6 +138,7 @@ class Scan(Transform):
 
 
 class Cond(Transform):
+    maps_outputs = True
     kind = "cond"
     api = ("cond",)
     doc = _LAX.format("cond")
@@ -174,6 +177,8 @@ class Loop(Transform):
     """jax.lax.fori_loop / jax.lax.while_loop with a static trip count ``n``: the carry starts at
     f's outputs and adds them n times."""
 
+    maps_outputs = True
+    shrinkable = ("n",)
     schema = {"description": "jax.lax.fori_loop(0, n, ...) / jax.lax.while_loop with a counter: the carry starts at "
                              "f's outputs and adds f's outputs n times, (n + 1) * f(*args).",
               "properties": {"kind": {"enum": ["fori_loop", "while_loop"]},

@@ -31,6 +31,7 @@ _JACOBIAN_SCHEMA = {
 class Grad(Transform):
     """jax.grad / jax.value_and_grad with respect to ``argnums`` (a scalar loss)."""
 
+    maps_outputs = True
     api_doc = "https://docs.jax.dev/en/latest/_autosummary/jax.{}.html"
     schema = _GRAD_SCHEMA
     differentiates = True

@@ -19,6 +19,8 @@ def draw_out_specs(g, t: dict, outer, results: list) -> None:
 
 
 class Jit(Transform):
+    maps_outputs = True
+    nullable = ("in_specs", "out_specs", "donate_argnums")
     kind = "jit"
     api = ("jit",)
     doc = "https://docs.jax.dev/en/latest/_autosummary/jax.jit.html"

@@ -10,6 +10,7 @@ from fuzz.transforms.base import Transform
 
 
 class ShardMap(Transform):
+    maps_outputs = True
     kind = "shard_map"
     api = ("shard_map", "smap")
     doc = "https://docs.jax.dev/en/latest/notebooks/shard_map.html"

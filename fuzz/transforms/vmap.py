@@ -60,6 +60,7 @@ def draw_mapped(g, kind: str, ctx, args: list) -> dict:
 
 
 class Vmap(Transform):
+    maps_outputs = True
     kind = "vmap"
     api = ("vmap", "pmap")
     doc = "https://docs.jax.dev/en/latest/_autosummary/jax.vmap.html"
