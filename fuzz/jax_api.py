@@ -126,6 +126,7 @@ TRANSFORMS = {
     "vjp": (*_fn("jax.vjp"), *_fn(f"{_NP}.shape")), "jvp": (*_fn("jax.jvp"), *_fn(f"{_NP}.shape")),
     "linearize": (*_fn("jax.linearize"), *_fn(f"{_NP}.shape")),
     "jacrev": _fn("jax.jacrev", "argnums"), "jacfwd": _fn("jax.jacfwd", "argnums"),
+    "hessian": _fn("jax.hessian", "argnums"),
     "cond": (*_fn("jax.lax.cond"), *_fn(f"{_NP}.sum"), *_fn(f"{_NP}.sign")),
     "fori_loop": _fn("jax.lax.fori_loop"), "while_loop": _fn("jax.lax.while_loop"),
     "checkpoint": (*_fn("jax.checkpoint", "policy"), ("attr", "jax.checkpoint_policies.everything_saveable"),

@@ -12,10 +12,10 @@ To add a transform: a module with its class and ``TRANSFORMS``, listed in :data:
 """
 from __future__ import annotations
 
-from fuzz.transforms import auto_axes, checkpoint, control_flow, derivatives, jit, shard_map, vmap
+from fuzz.transforms import auto_axes, checkpoint, control_flow, derivatives, hessian, jit, shard_map, vmap
 from fuzz.transforms.base import Transform
 
-MODULES = (jit, shard_map, vmap, derivatives, checkpoint, control_flow, auto_axes)
+MODULES = (jit, shard_map, vmap, derivatives, checkpoint, control_flow, auto_axes, hessian)
 
 REGISTRY: dict = {}
 for _module in MODULES:
