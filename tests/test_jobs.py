@@ -14,7 +14,7 @@ from fuzz import findings
 from fuzz.faults import worker_processes
 from fuzz.parallel import merge_reports, split
 from oracles.common import Finding
-from support.campaigns import finish, start_campaign
+from support.campaigns import StubRunner, finish, start_campaign
 
 # These tests watch the process tree (orphans, signals, kills): under pytest-xdist they run
 # one after another in one worker (--dist loadgroup), never beside each other.
@@ -145,25 +145,6 @@ def test_read_since_reads_whole_lines_only(tmp_path):
         f.write(b"}\n")
     got, offset2 = findings.read_since(path, offset)
     assert [r["signature"] for r in got] == ["b"] and offset2 == os.path.getsize(path)
-
-
-class StubRunner:
-    """A Runner without JAX: run() returns the findings set in ``found``."""
-
-    def __init__(self, **kw):
-        from fuzz.runner import Stats
-
-        self.caps = {"jax_version": "0.10.2", "jaxlib_version": "0.10.2"}
-        self.stats = Stats()
-        self.lowerer = None
-        self.found = []
-        self.last_generator_errors = []  # (fuzz.runner.Runner: the generator errors of the last run)
-
-    def run(self, program):
-        return list(self.found), "source"
-
-    def close(self):
-        pass
 
 
 def test_a_finding_another_job_recorded_is_counted_not_recorded_again(tmp_path, monkeypatch):

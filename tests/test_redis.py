@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from oracles.common import Finding
+from support.campaigns import StubRunner
 
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("redis_load", ROOT / "benchmarks" / "redis_load.py")
@@ -216,23 +217,6 @@ def test_untrusted_records_are_skipped_with_a_warning(server, tmp_path):
 
 
 # ------------------------------------------------------------------------------ a campaign's side, without JAX
-class StubRunner:
-    """A Runner without JAX: run() returns the findings set in ``found``."""
-
-    def __init__(self, **kw):
-        from fuzz.runner import Stats
-
-        self.caps = {"jax_version": "0.10.2", "jaxlib_version": "0.10.2"}
-        self.stats = Stats()
-        self.lowerer = None
-        self.found = []
-        self.last_generator_errors = []
-
-    def run(self, program):
-        return list(self.found), "source"
-
-    def close(self):
-        pass
 
 
 def stub_campaign(monkeypatch, url, path, **kw):
